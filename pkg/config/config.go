@@ -1,0 +1,155 @@
+// Package config defines kretry's configuration: its shape, its defaults and
+// its validation. Load reads YAML through koanf/v2 with KRETRY_… environment
+// overrides and rejects unknown keys, bad durations and impossible values with
+// an error that names the key path and quotes the bad value, in the form
+//
+//	topics[0].retry.tiers[2]: "10m" must be greater than "1h"
+package config
+
+import "time"
+
+// Embedded is the broker address list that starts the in-process
+// Kafka-protocol broker (franz-go's kfake) instead of dialing real brokers.
+const Embedded = "embedded"
+
+// Ordering modes for Topic.Ordering.
+const (
+	// OrderingNone never parks: records of a failing key may be overtaken.
+	OrderingNone = "none"
+	// OrderingKey parks later records of a key while one of its records
+	// is in a retry tier.
+	OrderingKey = "key"
+	// OrderingPartition blocks the whole partition behind a failing record.
+	OrderingPartition = "partition"
+)
+
+// Config is the whole sidecar configuration (see config.yaml at the top of
+// the repository for a commented example).
+type Config struct {
+	Kafka    Kafka    `koanf:"kafka"`
+	Embedded Broker   `koanf:"embedded"`
+	App      App      `koanf:"app"`
+	Metrics  Metrics  `koanf:"metrics"`
+	Topics   []Topic  `koanf:"topics"`
+	Log      Log      `koanf:"log"`
+}
+
+// Kafka is how kretry reaches the cluster.
+type Kafka struct {
+	// Brokers is a list of host:port seed brokers, or [embedded].
+	Brokers []string `koanf:"brokers"`
+	// ClientID is sent to the brokers with every request. Default "kretry".
+	ClientID string `koanf:"client_id"`
+	// TransactionalID prefixes the transactional IDs of kretry's producers;
+	// one ID is derived per topic as <prefix>-<group>. Default "kretry".
+	// Every instance in one consumer group must use a distinct value
+	// (for example the pod name) so that they do not fence each other.
+	TransactionalID string `koanf:"transactional_id"`
+	// FetchMaxWait bounds how long a fetch waits for data (default 250ms);
+	// it also bounds how late a resumed retry tier partition is fetched.
+	FetchMaxWait time.Duration `koanf:"fetch_max_wait"`
+	TLS          TLS           `koanf:"tls"`
+	SASL         SASL          `koanf:"sasl"`
+}
+
+// TLS configures the connection to the brokers.
+type TLS struct {
+	Enabled            bool   `koanf:"enabled"`
+	CAFile             string `koanf:"ca_file"`
+	CertFile           string `koanf:"cert_file"`
+	KeyFile            string `koanf:"key_file"`
+	InsecureSkipVerify bool   `koanf:"insecure_skip_verify"`
+}
+
+// SASL configures broker authentication. Mechanism is one of "" (none),
+// "plain", "scram-sha-256", "scram-sha-512".
+type SASL struct {
+	Mechanism string `koanf:"mechanism"`
+	Username  string `koanf:"username"`
+	Password  string `koanf:"password"`
+}
+
+// Broker configures the embedded broker used when Kafka.Brokers is [embedded]
+// and by `kretry broker`.
+type Broker struct {
+	// Listen is the host:port the broker listens on. Default 127.0.0.1:9092.
+	Listen string `koanf:"listen"`
+	// DataDir is where the broker persists its log. Default .kretry/data.
+	// Empty after defaults only if set explicitly to "": memory only.
+	DataDir string `koanf:"data_dir"`
+	// Partitions is the partition count of topics the embedded broker
+	// creates on its own (auto-created source topics). Default 3.
+	Partitions int32 `koanf:"partitions"`
+}
+
+// App is the application kretry delivers to.
+type App struct {
+	// URL receives one POST per record (CloudEvents binary mode).
+	URL string `koanf:"url"`
+	// Timeout bounds one delivery (default 10s); a timeout is transient.
+	Timeout time.Duration `koanf:"timeout"`
+	// MaxInFlight bounds concurrent deliveries per topic (default 64).
+	MaxInFlight int `koanf:"max_in_flight"`
+	// CEType is the ce-type attribute (default "kafka.record").
+	CEType string `koanf:"ce_type"`
+}
+
+// Metrics configures the metrics and health endpoint.
+type Metrics struct {
+	// Listen is the host:port serving /metrics, /healthz and /readyz.
+	// Default 127.0.0.1:9464; "" disables it.
+	Listen string `koanf:"listen"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	// Level is debug, info, warn or error (default info).
+	Level string `koanf:"level"`
+	// Format is text or json (default text).
+	Format string `koanf:"format"`
+}
+
+// Topic configures one source topic.
+type Topic struct {
+	// Name is the source topic.
+	Name string `koanf:"name"`
+	// Group is the consumer group for the source and its tiers.
+	// Default <name>-kretry.
+	Group string `koanf:"group"`
+	// Ordering is none, key or partition (see the Ordering constants).
+	Ordering string   `koanf:"ordering"`
+	Retry    Retry    `koanf:"retry"`
+	DLQ      DLQ      `koanf:"dlq"`
+	Classify Classify `koanf:"classify"`
+}
+
+// Retry configures the retry tiers of one topic.
+type Retry struct {
+	// Tiers are the delays of the retry topics, strictly increasing, each
+	// at least 1ms. Default [1m, 10m, 1h]. An empty list sends transient
+	// failures straight to the DLQ as exhausted.
+	Tiers []time.Duration `koanf:"tiers"`
+	// Jitter in [0, 1]: each delay d is stretched by a uniform random
+	// fraction in [0, jitter·d). Default 0.2.
+	Jitter *float64 `koanf:"jitter"`
+	// Topics overrides the tier topic names, one per tier. Default
+	// <name>.retry.<tier> (for example orders.retry.1m).
+	Topics []string `koanf:"topics"`
+}
+
+// DLQ configures the dead-letter topic.
+type DLQ struct {
+	// Topic defaults to <name>.dlq.
+	Topic string `koanf:"topic"`
+}
+
+// Classify lists the HTTP statuses with a fixed route. A status in neither
+// list, other than 2xx, is transient and logged once.
+type Classify struct {
+	// Permanent statuses go to the DLQ at once.
+	// Default 400, 404, 409, 410, 413, 415, 422.
+	Permanent []int `koanf:"permanent"`
+	// Transient statuses go to the next retry tier.
+	// Default 408, 425, 429, 500, 502, 503, 504.
+	Transient []int `koanf:"transient"`
+}
