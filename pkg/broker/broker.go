@@ -1,0 +1,100 @@
+// Package broker runs the embedded Kafka-protocol broker: franz-go's kfake,
+// in-process, listening on a loopback address and persisting its log under a
+// data directory. It backs `kafka.brokers: [embedded]`, `kretry broker` and
+// `kretry demo`, so that a newcomer needs no cluster; it is not meant for
+// production data.
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Config configures the embedded broker.
+type Config struct {
+	// Listen is host:port; port 0 picks a free port. The host is also the
+	// address advertised to clients, so it must be one they can dial
+	// (127.0.0.1 by default).
+	Listen string
+	// DataDir persists the log across restarts; "" keeps it in memory.
+	DataDir string
+	// Partitions is the partition count of auto-created topics.
+	Partitions int32
+	// Logger receives the broker's warnings and errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Broker is a running embedded broker.
+type Broker struct {
+	c *kfake.Cluster
+}
+
+// Start starts the broker. It returns an error when the address cannot be
+// bound (for example "address already in use") or the data dir cannot be
+// read.
+func Start(cfg Config) (*Broker, error) {
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: listen %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: listen %q: port is not a number", cfg.Listen)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	parts := cfg.Partitions
+	if parts < 1 {
+		parts = 1
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+		}),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(int(parts)),
+		kfake.ClusterID("kretry-embedded"),
+	}
+	if cfg.Logger != nil {
+		opts = append(opts, kfake.WithLogger(slogLogger{cfg.Logger}))
+	}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("embedded broker: data dir: %w", err)
+		}
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Listen, err)
+	}
+	return &Broker{c: c}, nil
+}
+
+// Addrs returns the host:port addresses clients bootstrap from.
+func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
+
+// Cluster exposes the kfake cluster, for tests that inject faults.
+func (b *Broker) Cluster() *kfake.Cluster { return b.c }
+
+// Close stops the broker and flushes its data dir.
+func (b *Broker) Close() { b.c.Close() }
+
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Logf(level kfake.LogLevel, msg string, args ...any) {
+	switch level {
+	case kfake.LogLevelError:
+		s.l.Error(fmt.Sprintf(msg, args...), "component", "embedded-broker")
+	case kfake.LogLevelWarn:
+		s.l.Warn(fmt.Sprintf(msg, args...), "component", "embedded-broker")
+	}
+}
