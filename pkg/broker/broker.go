@@ -27,6 +27,8 @@ type Config struct {
 	Partitions int32
 	// Logger receives the broker's warnings and errors; nil discards them.
 	Logger *slog.Logger
+	// Opts are further kfake options (tests shorten group timeouts).
+	Opts []kfake.Opt
 }
 
 // Broker is a running embedded broker.
@@ -63,6 +65,7 @@ func Start(cfg Config) (*Broker, error) {
 		kfake.DefaultNumPartitions(int(parts)),
 		kfake.ClusterID("kretry-embedded"),
 	}
+	opts = append(opts, cfg.Opts...)
 	if cfg.Logger != nil {
 		opts = append(opts, kfake.WithLogger(slogLogger{cfg.Logger}))
 	}

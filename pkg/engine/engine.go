@@ -56,8 +56,13 @@ var Version = "dev"
 type Options struct {
 	// Brokers are the seed brokers, host:port.
 	Brokers []string
-	// ClientOpts are extra franz-go options (TLS, SASL, logger …).
+	// ClientOpts are extra franz-go options for every client of the engine
+	// (TLS, SASL, dialer, logger …).
 	ClientOpts []kgo.Opt
+	// GroupOpts are extra franz-go options for the group client only
+	// (balancers, session and rebalance timeouts). They must not set the
+	// partition callbacks, which the engine needs for itself.
+	GroupOpts []kgo.Opt
 	// Plan is the source topic, its tiers and its DLQ.
 	Plan retrytopics.Plan
 	// Group is the consumer group for the source and its tiers.
@@ -110,6 +115,11 @@ type Engine struct {
 	timers map[tp]*time.Timer
 
 	warned sync.Map // warn-once keys
+
+	// rebalanced is set by a revoke or loss of partitions. The transact
+	// session then aborts its next End, so after a rebalance the engine
+	// ends an empty transaction before delivering anything (see Run).
+	rebalanced atomic.Bool
 }
 
 type tp struct {
@@ -189,11 +199,19 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 			log.Info("partitions assigned", "partitions", m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			e.rebalanced.Store(true)
+			e.stats.Revoked.Add(int64(countPartitions(m)))
 			if len(m) > 0 {
 				log.Info("partitions revoked", "partitions", m)
 			}
 		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			e.rebalanced.Store(true)
+			e.stats.Revoked.Add(int64(countPartitions(m)))
+			log.Warn("partitions lost (session expired?)", "partitions", m)
+		}),
 	)
+	copts = append(copts, opts.GroupOpts...)
 	e.sess, err = kgo.NewGroupTransactSession(copts...)
 	if err != nil {
 		e.adm.Close()
@@ -240,6 +258,19 @@ func (e *Engine) Run(ctx context.Context) error {
 		recs := fetches.Records()
 		if len(recs) == 0 {
 			e.sess.AllowRebalance()
+			continue
+		}
+		if e.rebalanced.Swap(false) {
+			// The session aborts the first End after a revoke, which would
+			// deliver this batch twice. End an empty transaction instead,
+			// which rewinds to the committed offsets, and poll again.
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_, err := e.sess.End(ectx, kgo.TryAbort)
+			cancel()
+			e.sess.AllowRebalance()
+			if err != nil {
+				e.log.Warn("resetting after a rebalance", "err", err)
+			}
 			continue
 		}
 		if err := e.batch(ctx, hard, recs); err != nil {
@@ -538,4 +569,14 @@ type Stats struct {
 	// commit (their records are delivered again).
 	Batches atomic.Int64
 	Aborted atomic.Int64
+	// Revoked counts partitions revoked or lost in rebalances.
+	Revoked atomic.Int64
+}
+
+func countPartitions(m map[string][]int32) int {
+	n := 0
+	for _, ps := range m {
+		n += len(ps)
+	}
+	return n
 }

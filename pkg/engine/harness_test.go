@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"net"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/broker"
@@ -29,7 +31,9 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions})
+	// Short group timeouts let a killed member's partitions move quickly.
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions,
+		Opts: []kfake.Opt{kfake.GroupMinSessionTimeout(100 * time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func (e *env) options(d delivery.Deliverer) Options {
 		DeliveryTimeout: 2 * time.Second,
 		FetchMaxWait:    50 * time.Millisecond,
 		ShutdownGrace:   2 * time.Second,
-		Logger:          slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:          slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: testLogLevel})),
 	}
 }
 
@@ -269,3 +273,11 @@ func (d *severableDialer) sever() {
 		c.Close()
 	}
 }
+
+// testLogLevel is info with KRETRY_TEST_LOG=info, warn otherwise.
+var testLogLevel = func() slog.Level {
+	if os.Getenv("KRETRY_TEST_LOG") == "info" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}()
