@@ -4,6 +4,53 @@
 // an error that names the key path and quotes the bad value, in the form
 //
 //	topics[0].retry.tiers[2]: "10m" must be greater than "1h"
+//
+// # Loading
+//
+// Load(path) reads a file and calls Parse(bytes, os.Environ()). Parse decodes
+// the YAML over Default(), applies the environment overrides, fills the
+// derived defaults (SetDefaults) and checks the result (Validate); it
+// returns a Config only when all of that succeeds. Decoding is strict: a
+// key that matches no field, compared case-sensitively, is an error
+// ("app.urll: unknown key"); so is a value of the wrong type, a duration
+// that time.ParseDuration rejects or a bare number where a duration is
+// expected (`app.timeout: "10" is not a duration: it needs a unit…`), and
+// a fraction where an integer is expected. Every error is a *FieldError;
+// several are returned together with errors.Join, one per line.
+//
+// # Defaults
+//
+// A key that is absent (or null) keeps its default; a key that is present
+// replaces it, even with 0 or "" — so `metrics: {listen: ""}` disables the
+// metrics endpoint and `retry: {tiers: []}` means no retry tiers, while
+// `app: {timeout: 0}` is rejected by Validate rather than defaulted. The
+// defaults are on the fields below, in Default and in SetDefaults.
+//
+// # Environment overrides
+//
+// Every variable named KRETRY_<PATH> overrides the key at <PATH>, where
+// <PATH> is the key path upper-cased with a double underscore between
+// levels and a list index as a number:
+//
+//	KRETRY_APP__MAX_IN_FLIGHT=8              app.max_in_flight: 8
+//	KRETRY_APP__TIMEOUT=30s                  app.timeout: 30s
+//	KRETRY_KAFKA__BROKERS=a:9092,b:9092      kafka.brokers: [a:9092, b:9092]
+//	KRETRY_KAFKA__SASL__PASSWORD=secret      kafka.sasl.password: secret
+//	KRETRY_TOPICS__0__RETRY__TIERS=1s,1m     topics[0].retry.tiers: [1s, 1m]
+//	KRETRY_METRICS__LISTEN=                  metrics.listen: "" (disabled)
+//
+// The name after the prefix is lower-cased and "__" becomes a level. Values
+// are strings, decoded as the field needs (numbers, booleans, durations).
+// Where the field is a list, the value is split on commas and each element
+// trimmed of spaces; an empty value is the empty list. (The same holds in
+// YAML: a string where a list is expected is split on commas.) A number
+// after a list key indexes that list: it overrides one element (or one key
+// of a topic), or appends when it is the list's length; a larger index is
+// an error. Overrides win over the file. Every KRETRY_ variable except
+// KRETRY_CONFIG (reserved for the path of the config file) must name a
+// known key; otherwise the error names the variable too:
+//
+//	app.urll: unknown key (from KRETRY_APP__URLL)
 package config
 
 import "time"
@@ -26,12 +73,12 @@ const (
 // Config is the whole sidecar configuration (see config.yaml at the top of
 // the repository for a commented example).
 type Config struct {
-	Kafka    Kafka    `koanf:"kafka"`
-	Embedded Broker   `koanf:"embedded"`
-	App      App      `koanf:"app"`
-	Metrics  Metrics  `koanf:"metrics"`
-	Topics   []Topic  `koanf:"topics"`
-	Log      Log      `koanf:"log"`
+	Kafka    Kafka   `koanf:"kafka"`
+	Embedded Broker  `koanf:"embedded"`
+	App      App     `koanf:"app"`
+	Metrics  Metrics `koanf:"metrics"`
+	Topics   []Topic `koanf:"topics"`
+	Log      Log     `koanf:"log"`
 }
 
 // Kafka is how kretry reaches the cluster.

@@ -1,0 +1,361 @@
+package config_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/pkg/config"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/bad/*.err from the current errors")
+
+// minimal is the smallest valid config: everything else is a default.
+const minimal = `
+app: {url: http://127.0.0.1:8080/kafka}
+topics:
+  - name: orders
+`
+
+// TestBadConfigs parses each testdata/bad/<name>.yaml (with the variables
+// of <name>.env, if any) and wants exactly the text of <name>.err.
+func TestBadConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found %d bad configs, want at least 20", len(files))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			yamlBytes, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			environ := readEnv(t, strings.TrimSuffix(file, ".yaml")+".env")
+			c, err := config.Parse(yamlBytes, environ)
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error; got %+v", c)
+			}
+			if c != nil {
+				t.Errorf("Parse returned a Config with its error")
+			}
+			errFile := strings.TrimSuffix(file, ".yaml") + ".err"
+			if *update {
+				if err := os.WriteFile(errFile, []byte(err.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, rerr := os.ReadFile(errFile)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if got, want := err.Error(), strings.TrimRight(string(want), "\n"); got != want {
+				t.Errorf("error mismatch\ngot:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func readEnv(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			env = append(env, line)
+		}
+	}
+	return env
+}
+
+// TestEveryErrHasYAML catches a .err or .env left without its config.
+func TestEveryErrHasYAML(t *testing.T) {
+	for _, ext := range []string{".err", ".env"} {
+		files, _ := filepath.Glob("testdata/bad/*" + ext)
+		for _, f := range files {
+			if _, err := os.Stat(strings.TrimSuffix(f, ext) + ".yaml"); err != nil {
+				t.Errorf("%s has no .yaml", f)
+			}
+		}
+	}
+}
+
+func wantDefaults(t *testing.T, c *config.Config) {
+	t.Helper()
+	jitter := 0.2
+	want := &config.Config{
+		Kafka: config.Kafka{
+			Brokers:         []string{"embedded"},
+			ClientID:        "kretry",
+			TransactionalID: "kretry",
+			FetchMaxWait:    250 * time.Millisecond,
+		},
+		Embedded: config.Broker{Listen: "127.0.0.1:9092", DataDir: ".kretry/data", Partitions: 3},
+		App: config.App{
+			URL:         "http://127.0.0.1:8080/kafka",
+			Timeout:     10 * time.Second,
+			MaxInFlight: 64,
+			CEType:      "kafka.record",
+		},
+		Metrics: config.Metrics{Listen: "127.0.0.1:9464"},
+		Log:     config.Log{Level: "info", Format: "text"},
+		Topics: []config.Topic{{
+			Name:     "orders",
+			Group:    "orders-kretry",
+			Ordering: "none",
+			Retry: config.Retry{
+				Tiers:  []time.Duration{time.Minute, 10 * time.Minute, time.Hour},
+				Jitter: &jitter,
+				Topics: []string{"orders.retry.1m", "orders.retry.10m", "orders.retry.1h"},
+			},
+			DLQ: config.DLQ{Topic: "orders.dlq"},
+			Classify: config.Classify{
+				Permanent: []int{400, 404, 409, 410, 413, 415, 422},
+				Transient: []int{408, 425, 429, 500, 502, 503, 504},
+			},
+		}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\ngot  %+v\nwant %+v", c, want)
+		if len(c.Topics) == 1 {
+			t.Errorf("topic:\ngot  %+v\nwant %+v", c.Topics[0], want.Topics[0])
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Parse([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults(t, c)
+}
+
+// TestNullKeepsDefault: a key written without a value is absent.
+func TestNullKeepsDefault(t *testing.T) {
+	c, err := config.Parse([]byte(minimal+`
+    retry: {tiers: , jitter: }
+metrics: {listen: }
+kafka: {brokers: }
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults(t, c)
+}
+
+// TestExplicitEmpty: a key that is present replaces the default, even
+// when empty.
+func TestExplicitEmpty(t *testing.T) {
+	c, err := config.Parse([]byte(`
+app: {url: https://app.example/kafka}
+metrics: {listen: ""}
+embedded: {data_dir: ""}
+topics:
+  - name: orders
+    retry: {tiers: [], jitter: 0}
+    classify: {permanent: [], transient: [503]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Metrics.Listen != "" {
+		t.Errorf("metrics.listen = %q, want disabled", c.Metrics.Listen)
+	}
+	if c.Embedded.DataDir != "" {
+		t.Errorf("embedded.data_dir = %q, want memory only", c.Embedded.DataDir)
+	}
+	r := c.Topics[0].Retry
+	if r.Tiers == nil || len(r.Tiers) != 0 || len(r.Topics) != 0 {
+		t.Errorf("retry = %+v, want no tiers and no tier topics", r)
+	}
+	if *r.Jitter != 0 {
+		t.Errorf("jitter = %v, want 0", *r.Jitter)
+	}
+	cl := c.Topics[0].Classify
+	if len(cl.Permanent) != 0 || !reflect.DeepEqual(cl.Transient, []int{503}) {
+		t.Errorf("classify = %+v", cl)
+	}
+}
+
+func TestExplicitValues(t *testing.T) {
+	c, err := config.Parse([]byte(`
+kafka:
+  brokers: ["kafka-0:9092", "kafka-1:9092"]
+  tls: {enabled: true, ca_file: testdata/tls/ca.pem, cert_file: testdata/tls/client.pem, key_file: testdata/tls/client-key.pem}
+  sasl: {mechanism: scram-sha-256, username: kretry, password: secret}
+app: {url: http://app:8080/kafka, timeout: 1m30s, max_in_flight: 8}
+log: {level: debug, format: json}
+topics:
+  - name: orders
+    group: shop
+    retry: {tiers: [100ms, 1s, 1m30s]}
+    dlq: {topic: orders.dead}
+  - name: payments
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Topics[0].Retry.Topics; !reflect.DeepEqual(got, []string{"orders.retry.100ms", "orders.retry.1s", "orders.retry.1m30s"}) {
+		t.Errorf("tier topics = %q", got)
+	}
+	if c.Topics[0].Group != "shop" || c.Topics[0].DLQ.Topic != "orders.dead" {
+		t.Errorf("topic 0 = %+v", c.Topics[0])
+	}
+	if c.Topics[1].Group != "payments-kretry" || c.Topics[1].DLQ.Topic != "payments.dlq" {
+		t.Errorf("topic 1 = %+v", c.Topics[1])
+	}
+	if c.App.Timeout != 90*time.Second || c.App.MaxInFlight != 8 {
+		t.Errorf("app = %+v", c.App)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	environ := []string{
+		"PATH=/usr/bin",
+		"KRETRY_CONFIG=/etc/kretry/config.yaml", // reserved, not a key
+		"KRETRY_APP__MAX_IN_FLIGHT=8",
+		"KRETRY_APP__TIMEOUT=30s",
+		"KRETRY_KAFKA__BROKERS=kafka-0:9092, kafka-1:9092",
+		"KRETRY_KAFKA__TLS__ENABLED=true",
+		"KRETRY_METRICS__LISTEN=",
+		"KRETRY_TOPICS__0__RETRY__TIERS=1s,1m",
+		"KRETRY_TOPICS__0__RETRY__JITTER=0.5",
+		"KRETRY_TOPICS__0__CLASSIFY__TRANSIENT=503",
+		"KRETRY_TOPICS__1__NAME=payments", // appends a topic
+	}
+	c, err := config.Parse([]byte(minimal), environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.App.MaxInFlight != 8 || c.App.Timeout != 30*time.Second {
+		t.Errorf("app = %+v", c.App)
+	}
+	if !reflect.DeepEqual(c.Kafka.Brokers, []string{"kafka-0:9092", "kafka-1:9092"}) {
+		t.Errorf("brokers = %q", c.Kafka.Brokers)
+	}
+	if !c.Kafka.TLS.Enabled {
+		t.Errorf("tls not enabled")
+	}
+	if c.Metrics.Listen != "" {
+		t.Errorf("metrics.listen = %q, want disabled", c.Metrics.Listen)
+	}
+	o := c.Topics[0]
+	if !reflect.DeepEqual(o.Retry.Tiers, []time.Duration{time.Second, time.Minute}) ||
+		!reflect.DeepEqual(o.Retry.Topics, []string{"orders.retry.1s", "orders.retry.1m"}) ||
+		*o.Retry.Jitter != 0.5 || !reflect.DeepEqual(o.Classify.Transient, []int{503}) {
+		t.Errorf("orders = %+v", o)
+	}
+	if o.Name != "orders" || o.Group != "orders-kretry" {
+		t.Errorf("orders lost its file values: %+v", o)
+	}
+	if len(c.Topics) != 2 || c.Topics[1].Name != "payments" || c.Topics[1].DLQ.Topic != "payments.dlq" {
+		t.Errorf("topics = %+v", c.Topics)
+	}
+}
+
+// TestEnvListIndex: a number after a list key overrides one element, also
+// when the file does not have the section at all.
+func TestEnvListIndex(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, env string
+		want      []string
+	}{
+		{minimal, "KRETRY_KAFKA__BROKERS__0=kafka-0:9092", []string{"kafka-0:9092"}},
+		{minimal + "kafka: {brokers: [a:9092, b:9092]}\n", "KRETRY_KAFKA__BROKERS__1=c:9092", []string{"a:9092", "c:9092"}},
+		{minimal + "kafka: {brokers: [a:9092]}\n", "KRETRY_KAFKA__BROKERS__1=b:9092", []string{"a:9092", "b:9092"}},
+	} {
+		c, err := config.Parse([]byte(tc.yaml), []string{tc.env})
+		if err != nil {
+			t.Errorf("%s: %v", tc.env, err)
+			continue
+		}
+		if !reflect.DeepEqual(c.Kafka.Brokers, tc.want) {
+			t.Errorf("%s: brokers = %q, want %q", tc.env, c.Kafka.Brokers, tc.want)
+		}
+	}
+}
+
+// TestEnvWithoutFile: a config can be given entirely by environment.
+func TestEnvWithoutFile(t *testing.T) {
+	c, err := config.Parse(nil, []string{
+		"KRETRY_APP__URL=http://127.0.0.1:8080/kafka",
+		"KRETRY_TOPICS__0__NAME=orders",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults(t, c)
+}
+
+func TestFieldError(t *testing.T) {
+	_, err := config.Parse([]byte(minimal), []string{"KRETRY_APP__URLL=x"})
+	var fe *config.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v is not a *FieldError", err)
+	}
+	if fe.Path != "app.urll" || fe.Msg != "unknown key" || fe.Env != "KRETRY_APP__URLL" {
+		t.Errorf("FieldError = %+v", fe)
+	}
+}
+
+// TestGoBuiltConfig: Default, SetDefaults and Validate for programs that
+// build the Config in code; SetDefaults is idempotent.
+func TestGoBuiltConfig(t *testing.T) {
+	c := config.Default()
+	c.App.URL = "http://127.0.0.1:8080/kafka"
+	c.Topics = []config.Topic{{Name: "orders"}}
+	c.SetDefaults()
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults(t, c)
+
+	var empty config.Config
+	empty.SetDefaults()
+	if err := empty.Validate(); err == nil {
+		t.Error("Validate accepted a zero Config")
+	}
+}
+
+// TestExampleConfig loads the repository's config.yaml, which must be
+// valid and must spell out the real defaults.
+func TestExampleConfig(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.EnvPrefix) && name != config.EnvConfigFile {
+			t.Setenv(name, "") // make sure the test sees the file alone
+			os.Unsetenv(name)
+		}
+	}
+	c, err := config.Load("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults(t, c)
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := config.Load("testdata/no-such-config.yaml")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error = %v, want one wrapping os.ErrNotExist", err)
+	}
+}

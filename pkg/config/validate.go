@@ -1,0 +1,348 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// Limits applied by Validate.
+const (
+	// MaxTopicNameLen is Kafka's limit on topic names (Topic.MAX_NAME_LENGTH
+	// in org.apache.kafka.common.internals.Topic).
+	MaxTopicNameLen = 249
+	// MinTier is the shortest retry delay: due times are written in ms.
+	MinTier = time.Millisecond
+	// MinFetchMaxWait is franz-go's lower bound on kgo.FetchMaxWait.
+	MinFetchMaxWait = 10 * time.Millisecond
+)
+
+// supportedOrdering lists the ordering modes the engine implements today.
+// OrderingKey and OrderingPartition are legal words but need per-key
+// parking, which is not built yet; add them here when it is.
+var supportedOrdering = map[string]bool{OrderingNone: true}
+
+// Validate checks a Config after SetDefaults and returns every problem it
+// finds as an errors.Join of *FieldError, in the order of the sections
+// below, each naming the key path and quoting the bad value:
+//
+//	topics[0].retry.tiers[2]: "10m" must be greater than "1h"
+//
+// The rules:
+//
+//   - kafka.brokers: not empty; either exactly [embedded] or host:port
+//     addresses with a non-empty host and a numeric port in 1..65535
+//     ("embedded" cannot be mixed with addresses).
+//   - kafka.transactional_id: not empty (every move is transactional).
+//   - kafka.fetch_max_wait: at least 10ms (franz-go's minimum).
+//   - kafka.sasl.mechanism: "", "plain", "scram-sha-256" or
+//     "scram-sha-512" (lower case); when set, kafka.sasl.username is
+//     required.
+//   - kafka.tls.ca_file, cert_file, key_file: when set, the file exists
+//     (relative paths are relative to the working directory) and is not a
+//     directory; cert_file and key_file come together; setting any of them
+//     requires kafka.tls.enabled: true.
+//   - embedded.listen: host:port (host may be empty, port 0..65535).
+//   - embedded.partitions: at least 1.
+//   - app.url: an absolute http:// or https:// URL with a host.
+//   - app.timeout: greater than 0.
+//   - app.max_in_flight: at least 1.
+//   - app.ce_type: not empty (CloudEvents requires type).
+//   - metrics.listen: "" (disabled) or host:port as for embedded.listen.
+//   - log.level: debug, info, warn or error; log.format: text or json.
+//   - topics: at least one.
+//
+// Per topic (topics[i]):
+//
+//   - name: a legal Kafka topic name: 1..249 characters from
+//     [a-zA-Z0-9._-], not "." or "..". The same holds for each of
+//     retry.topics and dlq.topic.
+//   - group: not empty, and not shared with another topic (the
+//     transactional ID is derived from it, so two topics would fence each
+//     other).
+//   - ordering: none, key or partition; key and partition are rejected
+//     until parking is built.
+//   - retry.tiers: each at least 1ms and a whole number of ms (the topic
+//     name and the due-time header carry ms), strictly increasing.
+//   - retry.jitter: in [0, 1].
+//   - retry.topics: one name per tier.
+//   - source, tier and DLQ topic names: all distinct, within a topic and
+//     across topics. (When parking is built, its topic joins this rule.)
+//   - classify.permanent, classify.transient: statuses in 100..599, no
+//     2xx (2xx is always done), no status in both lists.
+//
+// A group, tier topic or DLQ topic that still has the name derived from a
+// bad or duplicate source name is not reported again. Validate reads the
+// file system only to check the TLS files.
+func (c *Config) Validate() error {
+	v := &validator{}
+	v.kafka(&c.Kafka)
+	v.hostPort("embedded.listen", c.Embedded.Listen, false)
+	if c.Embedded.Partitions < 1 {
+		v.add("embedded.partitions", "%q must be at least 1", fmtInt(int(c.Embedded.Partitions)))
+	}
+	v.app(&c.App)
+	if c.Metrics.Listen != "" {
+		v.hostPort("metrics.listen", c.Metrics.Listen, false)
+	}
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+	v.topics(c.Topics)
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	errs []error
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) oneOf(path, val string, allowed ...string) {
+	if slices.Contains(allowed, val) {
+		return
+	}
+	v.add(path, "%q must be one of %s", val, strings.Join(allowed, ", "))
+}
+
+func (v *validator) kafka(k *Kafka) {
+	switch {
+	case len(k.Brokers) == 0:
+		v.add("kafka.brokers", "at least one broker address (or %q) is required", Embedded)
+	case len(k.Brokers) > 1 && slices.Contains(k.Brokers, Embedded):
+		var addrs []string
+		for _, b := range k.Brokers {
+			if b != Embedded {
+				addrs = append(addrs, strconv.Quote(b))
+			}
+		}
+		v.add("kafka.brokers", "%q cannot be mixed with broker addresses (%s)", Embedded, strings.Join(addrs, ", "))
+	}
+	for i, b := range k.Brokers {
+		if b != Embedded {
+			v.hostPort(fmt.Sprintf("kafka.brokers[%d]", i), b, true)
+		}
+	}
+	if k.TransactionalID == "" {
+		v.add("kafka.transactional_id", "required: every move is a Kafka transaction")
+	}
+	if k.FetchMaxWait < MinFetchMaxWait {
+		v.add("kafka.fetch_max_wait", "%q must be at least %s", fmtDuration(k.FetchMaxWait), fmtDuration(MinFetchMaxWait))
+	}
+
+	switch k.SASL.Mechanism {
+	case "":
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if k.SASL.Username == "" {
+			v.add("kafka.sasl.username", "required when kafka.sasl.mechanism is %q", k.SASL.Mechanism)
+		}
+	default:
+		v.add("kafka.sasl.mechanism", `%q must be one of "" (none), plain, scram-sha-256, scram-sha-512`, k.SASL.Mechanism)
+	}
+
+	files := []struct{ key, path string }{
+		{"ca_file", k.TLS.CAFile}, {"cert_file", k.TLS.CertFile}, {"key_file", k.TLS.KeyFile},
+	}
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		path := "kafka.tls." + f.key
+		if !k.TLS.Enabled {
+			v.add(path, "%q is set but kafka.tls.enabled is false", f.path)
+		}
+		switch st, err := os.Stat(f.path); {
+		case errors.Is(err, os.ErrNotExist):
+			v.add(path, "%q does not exist", f.path)
+		case err != nil:
+			v.add(path, "%q: %v", f.path, err)
+		case st.IsDir():
+			v.add(path, "%q is a directory", f.path)
+		}
+	}
+	if k.TLS.CertFile != "" && k.TLS.KeyFile == "" {
+		v.add("kafka.tls.key_file", "required when kafka.tls.cert_file is set")
+	}
+	if k.TLS.KeyFile != "" && k.TLS.CertFile == "" {
+		v.add("kafka.tls.cert_file", "required when kafka.tls.key_file is set")
+	}
+}
+
+// hostPort checks a host:port address. Broker addresses need a host and a
+// port in 1..65535; listen addresses may leave the host empty (all
+// interfaces) and use port 0 (any free port).
+func (v *validator) hostPort(path, addr string, broker bool) {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	minPort := 0
+	if broker {
+		minPort = 1
+	}
+	if err != nil || perr != nil || n < minPort || n > 65535 || (broker && host == "") {
+		v.add(path, "%q must be host:port with a numeric port", addr)
+	}
+}
+
+func (v *validator) app(a *App) {
+	if a.URL == "" {
+		v.add("app.url", "required: the URL that receives each record")
+	} else if u, err := url.Parse(a.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add("app.url", "%q must be an absolute http:// or https:// URL with a host", a.URL)
+	}
+	if a.Timeout <= 0 {
+		v.add("app.timeout", "%q must be greater than 0", fmtDuration(a.Timeout))
+	}
+	if a.MaxInFlight < 1 {
+		v.add("app.max_in_flight", "%q must be at least 1", fmtInt(a.MaxInFlight))
+	}
+	if a.CEType == "" {
+		v.add("app.ce_type", "required: CloudEvents needs a type")
+	}
+}
+
+func (v *validator) topics(ts []Topic) {
+	if len(ts) == 0 {
+		v.add("topics", "at least one topic is required")
+		return
+	}
+	names := map[string]string{}  // Kafka topic name → first key path using it
+	groups := map[string]string{} // consumer group → first key path using it
+	// use registers a topic name, reporting whether it was fine.
+	use := func(path, name string) bool {
+		if !v.topicName(path, name) {
+			return false
+		}
+		if first, ok := names[name]; ok {
+			v.add(path, "%q is already used by %s", name, first)
+			return false
+		}
+		names[name] = path
+		return true
+	}
+	for i := range ts {
+		t := &ts[i]
+		p := fmt.Sprintf("topics[%d]", i)
+
+		// A name derived from a bad or duplicate source name repeats its
+		// problem; only the source name is reported then.
+		nameOK := use(p+".name", t.Name)
+		derived := func(path, name, def string) {
+			if nameOK || name != def {
+				use(path, name)
+			}
+		}
+
+		switch first, dup := groups[t.Group]; {
+		case t.Group == "":
+			v.add(p+".group", "required")
+		case !nameOK && t.Group == t.Name+DefaultGroupSuffix:
+			// derived from a bad name: already reported
+		case dup:
+			v.add(p+".group", "%q is already used by %s", t.Group, first)
+		default:
+			groups[t.Group] = p + ".group"
+		}
+
+		switch {
+		case supportedOrdering[t.Ordering]:
+		case t.Ordering == OrderingKey:
+			v.add(p+".ordering", "%q is not supported yet (per-key parking is not built); use %q", t.Ordering, OrderingNone)
+		case t.Ordering == OrderingPartition:
+			v.add(p+".ordering", "%q is not supported yet (partition blocking needs parking, which is not built); use %q", t.Ordering, OrderingNone)
+		default:
+			v.oneOf(p+".ordering", t.Ordering, OrderingNone, OrderingKey, OrderingPartition)
+		}
+
+		for k, d := range t.Retry.Tiers {
+			tp := fmt.Sprintf("%s.retry.tiers[%d]", p, k)
+			switch {
+			case d < MinTier:
+				v.add(tp, "%q must be at least %s", fmtDuration(d), fmtDuration(MinTier))
+			case d%time.Millisecond != 0:
+				v.add(tp, "%q must be a whole number of milliseconds", fmtDuration(d))
+			}
+			if k > 0 && d <= t.Retry.Tiers[k-1] {
+				v.add(tp, "%q must be greater than %q", fmtDuration(d), fmtDuration(t.Retry.Tiers[k-1]))
+			}
+		}
+		if j := t.Retry.Jitter; j != nil && !(*j >= 0 && *j <= 1) {
+			v.add(p+".retry.jitter", "%q must be between 0 and 1", strconv.FormatFloat(*j, 'g', -1, 64))
+		}
+		if len(t.Retry.Topics) != len(t.Retry.Tiers) {
+			v.add(p+".retry.topics", "has %d names for %d tiers; give one per tier", len(t.Retry.Topics), len(t.Retry.Tiers))
+		}
+		for k, name := range t.Retry.Topics {
+			def := ""
+			if k < len(t.Retry.Tiers) {
+				def = retrytopics.TierTopic(t.Name, t.Retry.Tiers[k])
+			}
+			derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
+		}
+		derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
+
+		v.statuses(p, &t.Classify)
+	}
+}
+
+// topicName reports whether name is a legal Kafka topic name, adding an
+// error if not. The rule is Kafka's (org.apache.kafka.common.internals.Topic).
+func (v *validator) topicName(path, name string) bool {
+	if name == "" {
+		v.add(path, "required")
+		return false
+	}
+	ok := len(name) <= MaxTopicNameLen && name != "." && name != ".."
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+	}
+	if !ok {
+		v.add(path, `%q is not a legal Kafka topic name (1-%d characters of a-z A-Z 0-9 . _ -, not "." or "..")`, name, MaxTopicNameLen)
+	}
+	return ok
+}
+
+func (v *validator) statuses(p string, c *Classify) {
+	check := func(list string, codes []int) {
+		for k, s := range codes {
+			path := fmt.Sprintf("%s.classify.%s[%d]", p, list, k)
+			switch {
+			case s < 100 || s > 599:
+				v.add(path, "%q is not an HTTP status (100-599)", fmtInt(s))
+			case s >= 200 && s <= 299:
+				v.add(path, "%q is a 2xx status, which always means done", fmtInt(s))
+			}
+		}
+	}
+	check("permanent", c.Permanent)
+	check("transient", c.Transient)
+	for k, s := range c.Transient {
+		if slices.Contains(c.Permanent, s) {
+			v.add(fmt.Sprintf("%s.classify.transient[%d]", p, k), "%q is also in %s.classify.permanent", fmtInt(s), p)
+		}
+	}
+}
+
+func fmtInt(n int) string { return strconv.Itoa(n) }
+
+// fmtDuration writes whole-ms durations as they are written in YAML and
+// topic names ("10m", "1h30m", "250ms"), anything else as
+// time.Duration.String.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDuration(-d)
+	case d > 0 && d%time.Millisecond == 0:
+		return retrytopics.FormatTier(d)
+	}
+	return d.String()
+}
