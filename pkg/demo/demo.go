@@ -1,0 +1,413 @@
+// Package demo is `kretry demo`: the whole main job in one process. It
+// starts the embedded broker, a sample HTTP app that fails some records on
+// purpose, the sidecar with short tiers, produces keyed order records, shows
+// progress and ends with a report checked by the conservation checker
+// (pkg/check).
+//
+// The sample app decides by a hash of the record's ce-id, so the same record
+// behaves the same on every attempt:
+//
+//	 8%  answer 503 on attempts 1 and 2, then 200  (tier 1, tier 2, done)
+//	 3%  answer 422 always                          (DLQ, permanent)
+//	 5%  time out on attempt 1, then 200            (tier 1, done)
+//	 2%  answer 503 always                          (every tier, DLQ exhausted)
+//	82%  answer 200
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/pkg/config"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/sidecar"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Records to produce (default 2000).
+	Records int
+	// Progress receives a live progress line; nil shows none.
+	Progress io.Writer
+	// Live redraws one line with \r (a terminal); otherwise a line is
+	// printed each second.
+	Live bool
+	// Timeout bounds the wait for the run to drain (default 60s).
+	Timeout time.Duration
+	// Logger for the sidecar; nil discards its logs below warn.
+	Logger *slog.Logger
+}
+
+// Report is the outcome of a run. Counts are records.
+type Report struct {
+	Produced int `json:"produced"`
+	// Delivered counts distinct records the app acknowledged.
+	Delivered int `json:"delivered"`
+	// Retried maps each tier topic to the records moved into it.
+	Retried map[string]int64 `json:"retried"`
+	// DeadLettered counts distinct records in the DLQ.
+	DeadLettered int `json:"dead_lettered"`
+	// DeadLetteredByClass splits DeadLettered by kretry-error-class.
+	DeadLetteredByClass map[string]int `json:"dead_lettered_by_class"`
+	Lost                int            `json:"lost"`
+	// Redelivered counts repeated acknowledgements (at-least-once
+	// delivery; the app dedups on ce-id).
+	Redelivered   int   `json:"redelivered"`
+	DLQDuplicates int   `json:"dlq_duplicates"`
+	DurationMS    int64 `json:"duration_ms"`
+	// OK: nothing lost, no DLQ duplicate, produced = delivered + dead_lettered.
+	OK      bool     `json:"ok"`
+	LostIDs []string `json:"lost_ids,omitempty"`
+	// ExpectedDeadLettered is what the sample app's behaviours predict per
+	// class, from the produced ids alone: the DLQ must match it.
+	ExpectedDeadLettered map[string]int `json:"expected_dead_lettered"`
+}
+
+// Tiers are the demo's retry delays (short, so a run takes seconds).
+var Tiers = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}
+
+// AppTimeout is the demo's app.timeout.
+const AppTimeout = 300 * time.Millisecond
+
+// Run runs the demo and returns its report. The error is for a demo that
+// could not run at all (a port in use, a broker error); a run that lost
+// records returns a Report with OK false and a nil error.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Records <= 0 {
+		o.Records = 2000
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	start := time.Now()
+	ledger := check.NewLedger()
+
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+
+	app, err := startApp(ledger)
+	if err != nil {
+		return nil, err
+	}
+	defer app.Close()
+
+	cfg := config.Default()
+	cfg.Kafka.Brokers = b.Addrs()
+	cfg.Kafka.FetchMaxWait = 50 * time.Millisecond
+	cfg.App.URL = "http://" + app.addr + "/kafka"
+	cfg.App.Timeout = AppTimeout
+	cfg.App.MaxInFlight = 32
+	cfg.Metrics.Listen = ""
+	jitter := 0.2
+	cfg.Topics = []config.Topic{{Name: "orders", Retry: config.Retry{Tiers: Tiers, Jitter: &jitter}}}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("demo config: %w", err)
+	}
+	topic := &cfg.Topics[0]
+	if err := createTopic(ctx, b.Addrs(), topic.Name, 3); err != nil {
+		return nil, err
+	}
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	started := make(chan *sidecar.Sidecar, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- sidecar.Run(sctx, cfg, sidecar.Options{Logger: log, Started: func(s *sidecar.Sidecar) { started <- s }})
+	}()
+	var sc *sidecar.Sidecar
+	select {
+	case sc = <-started:
+	case err := <-done:
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	// Read the DLQ as the operator would: committed records only.
+	byClass := map[string]int{}
+	var classMu sync.Mutex
+	dlqCl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.ConsumeTopics(topic.DLQ.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer dlqCl.Close()
+	go func() {
+		for {
+			fs := dlqCl.PollFetches(sctx)
+			if sctx.Err() != nil || fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				o, _ := retrytopics.ReadOrigin(r, false, 0)
+				ledger.DeadLettered(o.ID())
+				for _, h := range r.Headers {
+					if h.Key == retrytopics.HeaderErrorClass {
+						classMu.Lock()
+						byClass[string(h.Value)]++
+						classMu.Unlock()
+						break
+					}
+				}
+			})
+		}
+	}()
+
+	produced, err := produce(ctx, b.Addrs(), topic.Name, o.Records, ledger)
+	if err != nil {
+		return nil, err
+	}
+
+	eng := sc.Engines[0]
+	progress := func(final bool) {
+		if o.Progress == nil {
+			return
+		}
+		c := ledger.Check()
+		st := eng.Stats()
+		line := fmt.Sprintf("produced %d  delivered %d  retried %d/%d/%d  dead-lettered %d  in flight %d  %.1fs",
+			produced, c.Delivered, st.Retried[0].Load(), st.Retried[1].Load(), st.Retried[2].Load(),
+			c.DeadLettered, st.InFlight.Load(), time.Since(start).Seconds())
+		switch {
+		case o.Live:
+			fmt.Fprintf(o.Progress, "\r\033[K%s", line)
+			if final {
+				fmt.Fprintln(o.Progress)
+			}
+		default:
+			fmt.Fprintln(o.Progress, line)
+		}
+	}
+	every := time.Second
+	if o.Live {
+		every = 100 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	deadline := time.After(o.Timeout)
+wait:
+	for !ledger.Settled() {
+		select {
+		case <-tick.C:
+			progress(false)
+		case <-deadline:
+			break wait
+		case err := <-done:
+			return nil, fmt.Errorf("sidecar stopped: %w", err)
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	progress(true)
+	stop()
+	if err := <-done; err != nil {
+		return nil, err
+	}
+
+	c := ledger.Check()
+	r := &Report{
+		Produced:            c.Produced,
+		Delivered:           c.Delivered,
+		Retried:             map[string]int64{},
+		DeadLettered:        c.DeadLettered,
+		DeadLetteredByClass: byClass,
+		Lost:                c.Lost,
+		Redelivered:         c.Redelivered,
+		DLQDuplicates:       c.DLQDuplicates,
+		DurationMS:          time.Since(start).Milliseconds(),
+		OK:                  c.OK(),
+		LostIDs:             c.LostIDs,
+	}
+	classMu.Lock()
+	r.DeadLetteredByClass = map[string]int{}
+	for k, v := range byClass {
+		r.DeadLetteredByClass[k] = v
+	}
+	classMu.Unlock()
+	r.ExpectedDeadLettered = map[string]int{"permanent": 0, "exhausted": 0}
+	for _, id := range ledger.ProducedIDs() {
+		switch BehaviourOf(id) {
+		case Permanent:
+			r.ExpectedDeadLettered["permanent"]++
+		case AlwaysFlaky:
+			r.ExpectedDeadLettered["exhausted"]++
+		}
+	}
+	for i, t := range topic.Retry.Topics {
+		r.Retried[t] = eng.Stats().Retried[i].Load()
+	}
+	return r, nil
+}
+
+func createTopic(ctx context.Context, addrs []string, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	return err
+}
+
+// order is the demo's record value.
+type order struct {
+	OrderID  int     `json:"order_id"`
+	Customer string  `json:"customer"`
+	Item     string  `json:"item"`
+	Quantity int     `json:"quantity"`
+	Price    float64 `json:"price"`
+}
+
+var items = []string{"keyboard", "monitor", "cable", "dock", "mouse", "headset", "webcam"}
+
+// produce writes n keyed order records and notes each in the ledger.
+func produce(ctx context.Context, addrs []string, topic string, n int, l *check.Ledger) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		ok   int
+	)
+	for i := range n {
+		cust := "customer-" + strconv.Itoa(i%97)
+		v, _ := json.Marshal(order{OrderID: 100000 + i, Customer: cust, Item: items[i%len(items)], Quantity: 1 + i%5, Price: float64(1+i%50) * 9.99})
+		r := &kgo.Record{Topic: topic, Key: []byte(cust), Value: v, Headers: []kgo.RecordHeader{
+			{Key: "content-type", Value: []byte("application/json")},
+			{Key: "source", Value: []byte("kretry-demo")},
+		}}
+		wg.Add(1)
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ok++
+			l.Produced(r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10))
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return ok, fmt.Errorf("producing demo records: %d failed, first: %w", len(errs), errs[0])
+	}
+	return ok, nil
+}
+
+// Behaviour is what the sample app does with a record, by its ce-id.
+type Behaviour int
+
+const (
+	OK             Behaviour = iota // 200
+	FlakyTwice                      // 503, 503, then 200
+	Permanent                       // 422 always
+	TimeoutOnce                     // no answer within app.timeout once, then 200
+	AlwaysFlaky                     // 503 always
+)
+
+// BehaviourOf returns the sample app's behaviour for ce-id id.
+func BehaviourOf(id string) Behaviour {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	switch v := h.Sum32() % 100; {
+	case v < 8:
+		return FlakyTwice
+	case v < 11:
+		return Permanent
+	case v < 16:
+		return TimeoutOnce
+	case v < 18:
+		return AlwaysFlaky
+	default:
+		return OK
+	}
+}
+
+type app struct {
+	srv  *http.Server
+	addr string
+}
+
+func (a *app) Close() { a.srv.Close() }
+
+// startApp serves the sample app on a free loopback port.
+func startApp(l *check.Ledger) (*app, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, err := delivery.MessageFromRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var o order
+		if err := json.Unmarshal(m.Value, &o); err != nil {
+			http.Error(w, "order is not JSON: "+err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		switch BehaviourOf(m.ID) {
+		case FlakyTwice:
+			if m.Attempt <= 2 {
+				http.Error(w, "inventory service unavailable", http.StatusServiceUnavailable)
+				return
+			}
+		case Permanent:
+			http.Error(w, fmt.Sprintf("order %d: quantity %d exceeds the customer's limit", o.OrderID, o.Quantity), http.StatusUnprocessableEntity)
+			return
+		case TimeoutOnce:
+			if m.Attempt == 1 {
+				select {
+				case <-time.After(2 * AppTimeout):
+				case <-r.Context().Done():
+				}
+				return // the sidecar has given up by now; this answer is not read
+			}
+		case AlwaysFlaky:
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "payment provider down", http.StatusServiceUnavailable)
+			return
+		}
+		l.Acked(m.ID)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("demo app", "err", err)
+		}
+	}()
+	return &app{srv: srv, addr: ln.Addr().String()}, nil
+}
