@@ -329,11 +329,11 @@ func produce(ctx context.Context, addrs []string, topic string, n int, l *check.
 type Behaviour int
 
 const (
-	OK             Behaviour = iota // 200
-	FlakyTwice                      // 503, 503, then 200
-	Permanent                       // 422 always
-	TimeoutOnce                     // no answer within app.timeout once, then 200
-	AlwaysFlaky                     // 503 always
+	OK          Behaviour = iota // 200
+	FlakyTwice                   // 503, 503, then 200
+	Permanent                    // 422 always
+	TimeoutOnce                  // no answer within app.timeout once, then 200
+	AlwaysFlaky                  // 503 always
 )
 
 // BehaviourOf returns the sample app's behaviour for ce-id id.
