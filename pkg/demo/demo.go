@@ -61,6 +61,8 @@ type Report struct {
 	Delivered int `json:"delivered"`
 	// Retried maps each tier topic to the records moved into it.
 	Retried map[string]int64 `json:"retried"`
+	// TierTopics lists the tier topics in tier order.
+	TierTopics []string `json:"tier_topics"`
 	// DeadLettered counts distinct records in the DLQ.
 	DeadLettered int `json:"dead_lettered"`
 	// DeadLetteredByClass splits DeadLettered by kretry-error-class.
@@ -258,6 +260,7 @@ wait:
 			r.ExpectedDeadLettered["exhausted"]++
 		}
 	}
+	r.TierTopics = topic.Retry.Topics
 	for i, t := range topic.Retry.Topics {
 		r.Retried[t] = eng.Stats().Retried[i].Load()
 	}
