@@ -1,0 +1,19 @@
+# kretry — the commands README.md names.
+GO ?= go
+
+.PHONY: test build demo vet fmt
+
+# The one test command (CI runs exactly this): vet, then every test with the
+# race detector. Tests that need kcat skip with a message where it is absent.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+build:
+	$(GO) build -o bin/kretry ./cmd/kretry
+
+demo:
+	$(GO) run ./cmd/kretry demo
+
+fmt:
+	gofmt -l -w .
