@@ -53,7 +53,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 		if _, err := adm.CreateTopic(ctx, createSource, -1, nil, p.Source); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil, fmt.Errorf("creating source topic %q: %w", p.Source, err)
 		}
-		if details, err = adm.ListTopics(ctx, all...); err != nil {
+		// Past kgo's metadata cache, which would serve the source as
+		// unknown for MetadataMinAge (5s by default): kadm issues a
+		// direct, uncached metadata request when asked for authorized
+		// operations.
+		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), all...); err != nil {
 			return nil, fmt.Errorf("listing topics %v: %w", all, err)
 		}
 	}

@@ -3,6 +3,7 @@ package retrytopics
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -59,8 +60,9 @@ func hasKretryRun(hs []kgo.RecordHeader) bool {
 // leading run of kretry headers is parsed and removed. When that run is
 // absent or a value is unreadable (someone wrote to the tier by hand),
 // ReadOrigin falls back to r's own coordinates and fields it could not read
-// (attempts = fallbackAttempts, due = now) and returns ErrBadHeaders
-// wrapped with the detail, so the caller can log it and still deliver.
+// (attempts = fallbackAttempts, timestamp = r's, due = now) and returns
+// ErrBadHeaders wrapped with the detail, so the caller can log it and still
+// deliver.
 func ReadOrigin(r *kgo.Record, fromSource bool, fallbackAttempts int64) (Origin, error) {
 	self := Origin{
 		Topic:     r.Topic,
@@ -108,7 +110,13 @@ func ReadOrigin(r *kgo.Record, fromSource bool, fallbackAttempts int64) (Origin,
 	o.Partition = int32(parseInt(HeaderOriginalPartition, 32))
 	o.Offset = parseInt(HeaderOriginalOffset, 64)
 	o.Attempts = parseInt(HeaderAttempt, 64)
+	nerr := len(errs)
 	o.Timestamp = parseTime(HeaderOriginalTimestamp, false)
+	if len(errs) > nerr {
+		// Unreadable: r's own, not the zero time, which would reach
+		// ce-time and be written on as the original timestamp.
+		o.Timestamp = r.Timestamp
+	}
 	o.FirstFailure = parseTime(HeaderFirstFailureTime, true)
 	o.Due = parseTime(HeaderDueTime, true)
 	if o.Topic == "" {
@@ -178,9 +186,13 @@ func (m *Move) Record() *kgo.Record {
 	if !m.Due.IsZero() {
 		due = formatTime(m.Due)
 	}
+	attempt := o.Attempts
+	if attempt < math.MaxInt64 { // saturate: a wrapped count would be negative and unreadable on the next hop
+		attempt++
+	}
 	hs := make([]kgo.RecordHeader, 0, len(Headers)+len(o.Headers))
 	for _, kv := range [len(Headers)][2]string{
-		{HeaderAttempt, strconv.FormatInt(o.Attempts+1, 10)},
+		{HeaderAttempt, strconv.FormatInt(attempt, 10)},
 		{HeaderStage, m.Topic},
 		{HeaderDueTime, due},
 		{HeaderOriginalTopic, o.Topic},
