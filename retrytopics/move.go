@@ -157,6 +157,12 @@ type Move struct {
 	// MaxBytes is the destination's max.message.bytes; the error message
 	// is truncated so the record fits. 0 means no limit.
 	MaxBytes int
+	// Parked marks a move to the parking topic: the record was not
+	// delivered, so kretry-attempt keeps Origin.Attempts and the failure
+	// headers are empty (kretry-first-failure-time too, unless an earlier
+	// failure exists). Failure.At is still the move time (the record
+	// timestamp).
+	Parked bool
 }
 
 // MaxErrorMessage bounds kretry-error-message even where the topic would
@@ -187,8 +193,15 @@ func (m *Move) Record() *kgo.Record {
 		due = formatTime(m.Due)
 	}
 	attempt := o.Attempts
-	if attempt < math.MaxInt64 { // saturate: a wrapped count would be negative and unreadable on the next hop
+	if attempt < math.MaxInt64 && !m.Parked { // saturate: a wrapped count would be negative and unreadable on the next hop
 		attempt++
+	}
+	firstS, lastS := formatTime(first), formatTime(m.Failure.At)
+	if m.Parked {
+		firstS, lastS, status = "", "", ""
+		if !o.FirstFailure.IsZero() {
+			firstS = formatTime(o.FirstFailure)
+		}
 	}
 	hs := make([]kgo.RecordHeader, 0, len(Headers)+len(o.Headers))
 	for _, kv := range [len(Headers)][2]string{
@@ -199,8 +212,8 @@ func (m *Move) Record() *kgo.Record {
 		{HeaderOriginalPartition, strconv.FormatInt(int64(o.Partition), 10)},
 		{HeaderOriginalOffset, strconv.FormatInt(o.Offset, 10)},
 		{HeaderOriginalTimestamp, formatTime(o.Timestamp)},
-		{HeaderFirstFailureTime, formatTime(first)},
-		{HeaderLastFailureTime, formatTime(m.Failure.At)},
+		{HeaderFirstFailureTime, firstS},
+		{HeaderLastFailureTime, lastS},
 		{HeaderErrorClass, string(m.Failure.Class)},
 		{HeaderErrorStatus, status},
 		{HeaderErrorMessage, ""}, // filled below, once the room is known

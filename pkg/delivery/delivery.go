@@ -29,6 +29,10 @@ type Message struct {
 	Headers []kgo.RecordHeader
 	// Attempt is 1 on the first delivery, 2 on the first retry, …
 	Attempt int
+	// GapAfter is the ID of a record of the same key that was dead-lettered
+	// while this one was parked behind it (ordering: key with
+	// on_dead_letter: release); "" otherwise.
+	GapAfter string
 }
 
 // Deliverer delivers one message. A nil error means the application is done

@@ -59,6 +59,11 @@ const (
 	// null (a tombstone); the body is then empty. An empty, non-null value
 	// has an empty body and no marker.
 	HeaderTombstone = "kretry-tombstone"
+	// HeaderGapAfter names (by ce-id) a record of the same key that was
+	// dead-lettered before this one was delivered, with on_dead_letter:
+	// release: the application sees the gap in its sequence. Absent
+	// otherwise.
+	HeaderGapAfter = "kretry-gap-after"
 	// HeaderKafkaHeader carries the original record headers, one field line
 	// per record header, in record order, duplicates kept:
 	//
@@ -273,6 +278,9 @@ func writeHeaders(hdr http.Header, m *Message, ceType string) {
 	if m.Value == nil {
 		hdr.Set(HeaderTombstone, TombstoneMarker)
 	}
+	if m.GapAfter != "" {
+		hdr.Set(HeaderGapAfter, m.GapAfter)
+	}
 	for _, rh := range m.Headers {
 		hdr.Add(HeaderKafkaHeader, encodeKafkaHeader(rh))
 	}
@@ -436,6 +444,7 @@ func MessageFromRequest(r *http.Request) (*Message, error) {
 	if m.Headers, err = DecodeKafkaHeaders(h); err != nil {
 		return nil, err
 	}
+	m.GapAfter = h.Get(HeaderGapAfter)
 	var body []byte
 	if r.Body != nil {
 		if body, err = io.ReadAll(r.Body); err != nil {
