@@ -79,6 +79,7 @@ type Config struct {
 	Metrics  Metrics `koanf:"metrics"`
 	Topics   []Topic `koanf:"topics"`
 	Log      Log     `koanf:"log"`
+	Lag      Lag     `koanf:"lag"`
 }
 
 // Kafka is how kretry reaches the cluster.
@@ -146,6 +147,46 @@ type Metrics struct {
 	// Listen is the host:port serving /metrics, /healthz and /readyz.
 	// Default 127.0.0.1:9464; "" disables it.
 	Listen string `koanf:"listen"`
+	// PerPartition keeps the partition attribute on the lag, age and
+	// status series (one series per group, topic and partition). false
+	// aggregates them per topic (lag summed, age and status the worst of
+	// the partitions) to bound cardinality. Default true.
+	PerPartition bool `koanf:"per_partition"`
+}
+
+// Lag configures the lag monitor (package lag): the periodic scan behind
+// the lag, age and status metrics, and `kretry lag`.
+type Lag struct {
+	// Interval is the time between two scans (default 30s); 0 turns the
+	// monitor off in `kretry run` (`kretry lag` still scans on demand).
+	Interval time.Duration `koanf:"interval"`
+	// Timeout bounds each broker call of a scan (default 10s), so a stuck
+	// broker delays a scan, never shutdown.
+	Timeout time.Duration `koanf:"timeout"`
+	// Window is how many scans the status looks back over (default 10, at
+	// least 2): a consumer is judged stopped or stalled only after its
+	// committed offset stood still, with lag, for the whole window. Make
+	// Window × Interval longer than the longest commit interval of any
+	// monitored group.
+	Window int `koanf:"window"`
+	// Groups are further consumer groups to monitor, such as the app's
+	// own; kretry's groups (topics[].group) are always monitored.
+	Groups []LagGroup `koanf:"groups"`
+	// DLQGroup, when set, is a consumer group that drains the dead-letter
+	// topics (a replay tool): records count as waiting in a DLQ from that
+	// group's committed offset on. By default every record in a DLQ from
+	// its log start on counts as waiting.
+	DLQGroup string `koanf:"dlq_group"`
+}
+
+// LagGroup is one further consumer group for the lag monitor.
+type LagGroup struct {
+	// Name is the consumer group. Required.
+	Name string `koanf:"name"`
+	// ReadCommitted says the group reads with isolation.level
+	// read_committed: its lag then ends at the last stable offset instead
+	// of the high watermark. Default false (Kafka's default isolation).
+	ReadCommitted bool `koanf:"read_committed"`
 }
 
 // Log configures structured logging.

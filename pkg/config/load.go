@@ -41,6 +41,9 @@ const (
 	DefaultMaxInFlight     = 64
 	DefaultCEType          = "kafka.record"
 	DefaultMetricsListen   = "127.0.0.1:9464"
+	DefaultLagInterval     = 30 * time.Second
+	DefaultLagTimeout      = 10 * time.Second
+	DefaultLagWindow       = 10
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
 	DefaultJitter          = 0.2
@@ -68,8 +71,9 @@ func DefaultTransient() []int { return []int{408, 425, 429, 500, 502, 503, 504} 
 // another field: brokers [embedded], client and transactional ID "kretry",
 // fetch_max_wait 250ms, the embedded broker on 127.0.0.1:9092 with data in
 // .kretry/data and 3 partitions, app timeout 10s, 64 deliveries in flight,
-// ce-type "kafka.record", metrics on 127.0.0.1:9464, log level info in text
-// format. It has no topics and no app URL.
+// ce-type "kafka.record", metrics on 127.0.0.1:9464 per partition, log level
+// info in text format, a lag scan every 30s with a 10s timeout per broker
+// call and a status window of 10 scans. It has no topics and no app URL.
 //
 // Parse decodes the file over Default(), so a key that is absent keeps its
 // default while a key that is present, even as 0 or "", replaces it (and
@@ -93,8 +97,9 @@ func Default() *Config {
 			MaxInFlight: DefaultMaxInFlight,
 			CEType:      DefaultCEType,
 		},
-		Metrics: Metrics{Listen: DefaultMetricsListen},
+		Metrics: Metrics{Listen: DefaultMetricsListen, PerPartition: true},
 		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Lag:     Lag{Interval: DefaultLagInterval, Timeout: DefaultLagTimeout, Window: DefaultLagWindow},
 	}
 }
 

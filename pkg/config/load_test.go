@@ -112,8 +112,9 @@ func wantDefaults(t *testing.T, c *config.Config) {
 			MaxInFlight: 64,
 			CEType:      "kafka.record",
 		},
-		Metrics: config.Metrics{Listen: "127.0.0.1:9464"},
+		Metrics: config.Metrics{Listen: "127.0.0.1:9464", PerPartition: true},
 		Log:     config.Log{Level: "info", Format: "text"},
+		Lag:     config.Lag{Interval: 30 * time.Second, Timeout: 10 * time.Second, Window: 10},
 		Topics: []config.Topic{{
 			Name:     "orders",
 			Group:    "orders-kretry",

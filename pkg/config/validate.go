@@ -23,6 +23,13 @@ const (
 	MinTier = time.Millisecond
 	// MinFetchMaxWait is franz-go's lower bound on kgo.FetchMaxWait.
 	MinFetchMaxWait = 10 * time.Millisecond
+	// MinLagInterval is the shortest time between two lag scans.
+	MinLagInterval = 100 * time.Millisecond
+	// MinLagWindow and MaxLagWindow bound lag.window (scans): the status
+	// compares at least two scans, and the history kept per partition is
+	// one sample per scan in the window.
+	MinLagWindow = 2
+	MaxLagWindow = 1000
 )
 
 // supportedOrdering lists the ordering modes the engine implements today.
@@ -59,6 +66,12 @@ var supportedOrdering = map[string]bool{OrderingNone: true}
 //   - metrics.listen: "" (disabled) or host:port as for embedded.listen.
 //   - log.level: debug, info, warn or error; log.format: text or json.
 //   - topics: at least one.
+//   - lag.interval: 0 (monitor off) or at least 100ms.
+//   - lag.timeout: greater than 0.
+//   - lag.window: 2..1000 scans.
+//   - lag.groups[i].name: required, listed once, and not one of kretry's
+//     own groups (topics[].group), which are monitored anyway.
+//   - lag.dlq_group: "" or a group that is not one of kretry's own.
 //
 // Per topic (topics[i]):
 //
@@ -96,7 +109,43 @@ func (c *Config) Validate() error {
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.topics(c.Topics)
+	v.lag(&c.Lag, c.Topics)
 	return errors.Join(v.errs...)
+}
+
+func (v *validator) lag(l *Lag, topics []Topic) {
+	if l.Interval != 0 && l.Interval < MinLagInterval {
+		v.add("lag.interval", "%q must be 0 (off) or at least %s", fmtDuration(l.Interval), fmtDuration(MinLagInterval))
+	}
+	if l.Timeout <= 0 {
+		v.add("lag.timeout", "%q must be greater than 0", fmtDuration(l.Timeout))
+	}
+	if l.Window < MinLagWindow || l.Window > MaxLagWindow {
+		v.add("lag.window", "%q must be between %d and %d scans", fmtInt(l.Window), MinLagWindow, MaxLagWindow)
+	}
+	own := map[string]string{} // kretry group → its key path
+	for i, t := range topics {
+		if _, dup := own[t.Group]; !dup && t.Group != "" {
+			own[t.Group] = fmt.Sprintf("topics[%d].group", i)
+		}
+	}
+	seen := map[string]string{}
+	for i, g := range l.Groups {
+		path := fmt.Sprintf("lag.groups[%d].name", i)
+		switch first, dup := seen[g.Name]; {
+		case g.Name == "":
+			v.add(path, "required")
+		case own[g.Name] != "":
+			v.add(path, "%q is kretry's own group (%s), which is monitored anyway", g.Name, own[g.Name])
+		case dup:
+			v.add(path, "%q is already listed as %s", g.Name, first)
+		default:
+			seen[g.Name] = path
+		}
+	}
+	if p := own[l.DLQGroup]; l.DLQGroup != "" && p != "" {
+		v.add("lag.dlq_group", "%q is kretry's own group (%s); name the group that drains the DLQ", l.DLQGroup, p)
+	}
 }
 
 type validator struct {
