@@ -1,32 +1,55 @@
 // Package engine runs kretry's consume → deliver → move loop for one source
-// topic and its retry tiers, in-process. It is what `kretry run` runs, and Go
-// programs can run it with a delivery.HandlerFunc instead of HTTP:
+// topic, its retry tiers and its parking topic, in-process. It is what
+// `kretry run` runs, and Go programs can run it with a delivery.HandlerFunc
+// instead of HTTP (see Example in example_test.go):
 //
-//	e, err := engine.New(engine.Options{
-//		Brokers: []string{"127.0.0.1:9092"},
-//		Plan:    plan,                  // retrytopics.Plan: source, tiers, DLQ
-//		Group:   "orders-kretry",
-//		Deliverer: delivery.HandlerFunc(func(ctx context.Context, m *delivery.Message) error {
-//			return handle(m) // nil: done; delivery.Permanent(err): DLQ; other errors: retry
-//		}),
+//	e, err := engine.New(ctx, engine.Options{
+//		Brokers:   []string{"127.0.0.1:9092"},
+//		Plan:      plan,            // retrytopics.Plan: source, tiers, DLQ
+//		Group:     "orders-kretry",
+//		Deliverer: delivery.HandlerFunc(handle), // nil error: done; delivery.Permanent(err): DLQ; other errors: retry
 //	})
 //	if err != nil { … }
 //	err = e.Run(ctx) // until ctx is cancelled, then a clean shutdown
 //
-// # How a batch moves
+// # How records move
 //
-// One consumer group reads the source and every tier topic. Each poll yields
-// a batch. Records of a tier partition are delivered only once their
-// kretry-due-time has come: the first record not yet due stops its
-// partition, whose position is set back to that record and whose fetching is
-// paused until the due time (a timer resumes it; no busy loop). Deliverable
-// records are delivered concurrently, at most Options.MaxInFlight at a time,
-// records of one key in one partition strictly one after another. Then one
-// Kafka transaction carries every move of the batch (to a tier or the DLQ)
-// with the offset commit of the whole batch (DESIGN.md invariant 2). A
-// rebalance waits for the batch to end (kgo.BlockRebalanceOnPoll); a failed
-// or aborted transaction rewinds to the last commit and the batch is
-// delivered again, so delivery is at least once and moves exactly once.
+// One consumer group reads the source, every tier and (with ordering key or
+// partition) the parking topic. Partition p of all of them belongs to one
+// member at a time: the group uses the range assignor, which gives partition
+// p of every topic with the same partition count to the same member (the
+// co-partitioning Kafka Streams relies on), and retrytopics.Ensure refuses
+// topics whose counts differ.
+//
+// Records are delivered as they arrive, at most MaxInFlight at a time, the
+// records of one key of one partition strictly one after another and
+// records of other keys concurrently. A record of a tier is delivered once
+// its kretry-due-time has come; until then its partition is paused (a timer
+// wakes the loop; no busy loop). Retries and released parked records never
+// take more than RetryShare of the in-flight slots, so first attempts keep
+// flowing while many records fail.
+//
+// Every CommitInterval one Kafka transaction carries the moves (to a tier,
+// the parking topic or the DLQ) of the records that finished and the offset
+// commit up to, per partition, the first record not yet finished (DESIGN.md
+// invariant 2): a record's move is never committed without its offset, nor
+// its offset without its move. A failed or aborted transaction, and every
+// rebalance, drop the in-memory state after in-flight deliveries end; the
+// records after the last commit are then read and delivered again, so
+// delivery is at least once (ce-id is the idempotency key) and moves are
+// exactly once.
+//
+// # Ordering
+//
+// With Ordering "key", a record whose delivery fails transiently blocks its
+// key: later records of the key are moved to the parking topic instead of
+// being delivered, and are delivered in order once the blocked record
+// succeeds (or is dead-lettered, per OnDeadLetter). The parking partition
+// is also the changelog of the blocked keys (see parking.go): on assignment
+// the engine replays it up to a barrier record it writes itself before
+// delivering anything of that partition, so nothing needed for correctness
+// lives only in memory. "partition" blocks the whole partition the same way;
+// "none" never parks.
 package engine
 
 import (
@@ -36,7 +59,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +73,25 @@ import (
 // Version is written in kretry-version on every moved record.
 var Version = "dev"
 
+// Ordering modes (Options.Ordering).
+const (
+	OrderingNone      = "none"
+	OrderingKey       = "key"
+	OrderingPartition = "partition"
+)
+
+// Policies for a parked key whose head was dead-lettered
+// (Options.OnDeadLetter).
+const (
+	// OnDeadLetterRelease delivers the parked records, each carrying
+	// kretry-gap-after with the dead-lettered record's ce-id.
+	OnDeadLetterRelease = "release"
+	// OnDeadLetterDeadLetter moves the parked records to the DLQ, in order.
+	OnDeadLetterDeadLetter = "dead_letter"
+	// OnDeadLetterHold keeps them parked until an operator releases the key.
+	OnDeadLetterHold = "hold"
+)
+
 // Options configures one Engine. Brokers, Plan, Group and Deliverer are
 // required.
 type Options struct {
@@ -60,12 +101,12 @@ type Options struct {
 	// (TLS, SASL, dialer, logger …).
 	ClientOpts []kgo.Opt
 	// GroupOpts are extra franz-go options for the group client only
-	// (balancers, session and rebalance timeouts). They must not set the
-	// partition callbacks, which the engine needs for itself.
+	// (session and rebalance timeouts). They must not set the partition
+	// callbacks or the balancer, which the engine needs for itself.
 	GroupOpts []kgo.Opt
 	// Plan is the source topic, its tiers and its DLQ.
 	Plan retrytopics.Plan
-	// Group is the consumer group for the source and its tiers.
+	// Group is the consumer group for the source, tiers and parking topic.
 	Group string
 	// TransactionalID of the engine's producer. Every instance of one group
 	// needs its own, stable across restarts so that a restarted instance
@@ -78,56 +119,90 @@ type Options struct {
 	Statuses *delivery.Statuses
 	// MaxInFlight bounds concurrent deliveries (default 64).
 	MaxInFlight int
+	// RetryShare is the share of MaxInFlight that retries and released
+	// parked records may use, in (0, 1] (default 0.75): the rest stays
+	// free for first attempts.
+	RetryShare float64
 	// DeliveryTimeout bounds one delivery (default 10s). The HTTP deliverer
 	// has its own; this one also bounds in-process handlers.
 	DeliveryTimeout time.Duration
 	// FetchMaxWait bounds how long a fetch waits for data (default 250ms),
 	// and so how late a resumed tier partition is fetched.
 	FetchMaxWait time.Duration
+	// CommitInterval is how often finished records are committed (default
+	// 100ms). Shorter: less redelivery after a crash; longer: fewer
+	// transactions.
+	CommitInterval time.Duration
+	// MaxPending bounds the records held per partition between fetch and
+	// commit (default 16 × MaxInFlight); past it the partition's fetching
+	// pauses.
+	MaxPending int
+	// Ordering is OrderingNone (default), OrderingKey or OrderingPartition.
+	Ordering string
+	// ParkingTopic is required with OrderingKey and OrderingPartition.
+	ParkingTopic string
+	// OnDeadLetter is the policy for records parked behind a dead-lettered
+	// record (default OnDeadLetterRelease).
+	OnDeadLetter string
+	// MaxParked bounds the parked records per partition (default 10000).
+	// At the bound the source partition pauses (back-pressure); nothing is
+	// dropped.
+	MaxParked int
 	// CreateSource, when positive, creates a missing source topic with that
 	// many partitions (the embedded broker); otherwise a missing source is
 	// an error.
 	CreateSource int32
 	// ShutdownGrace bounds how long in-flight deliveries may finish after
 	// Run's context is cancelled (default DeliveryTimeout); past it they
-	// are abandoned, the transaction is aborted and the records are
-	// delivered again after a restart.
+	// are abandoned uncommitted and delivered again after a restart.
 	ShutdownGrace time.Duration
 	// Logger receives state changes; nil uses slog.Default().
 	Logger *slog.Logger
+	// Observer receives events for metrics; nil observes nothing.
+	Observer Observer
 
-	// beforeEnd, set by tests, runs after a batch's moves are flushed and
-	// before its transaction ends.
+	// beforeEnd, set by tests, runs after a transaction's moves are
+	// flushed and before it ends.
 	beforeEnd func()
 }
 
 // Engine runs one source topic. Create it with New, run it with Run.
 type Engine struct {
 	opts   Options
+	plan   retrytopics.Plan
 	log    *slog.Logger
 	stats  Stats
 	topics *retrytopics.Topics
+	obs    Observer
 
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
 
-	mu     sync.Mutex
-	timers map[tp]*time.Timer
+	// mu guards the shards and everything reachable from them. The loop
+	// holds it while it works; rebalance callbacks hold it while they drop
+	// state. It is never held across a call into the transact session.
+	mu         sync.Mutex
+	shards     map[int32]*shard
+	gen        uint64
+	ready      []*lane // lanes whose next entry is a first attempt
+	retryReady []*lane // lanes whose next entry is a retry or parked record
+	inflight   int
+	retrying   int
+	stopping   bool
+	lastCommit time.Time
 
-	warned sync.Map // warn-once keys
-
-	// rebalanced is set by a revoke or loss of partitions. The transact
-	// session then aborts its next End, so after a rebalance the engine
-	// ends an empty transaction before delivering anything (see Run).
-	rebalanced atomic.Bool
+	results     chan *result
+	deliveries  sync.WaitGroup
+	needAbort   atomic.Bool // a rebalance happened: end an empty transaction first
+	hard        context.Context
+	wakeMu      sync.Mutex
+	pollCancel  context.CancelFunc
+	woken       bool
+	warned      sync.Map
+	instanceTag string
 }
 
-type tp struct {
-	topic     string
-	partition int32
-}
-
-// New validates opts, checks or creates the tier and DLQ topics
+// New validates opts, checks or creates the tier, parking and DLQ topics
 // (retrytopics.Ensure) and builds the transactional group client. It returns
 // retrytopics.ErrPartitionMismatch or retrytopics.ErrNoSource (wrapped) when
 // the topics are wrong, and any broker error.
@@ -138,11 +213,23 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.MaxInFlight < 1 {
 		opts.MaxInFlight = 64
 	}
+	if opts.RetryShare <= 0 || opts.RetryShare > 1 {
+		opts.RetryShare = 0.75
+	}
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 10 * time.Second
 	}
 	if opts.FetchMaxWait <= 0 {
 		opts.FetchMaxWait = 250 * time.Millisecond
+	}
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = 100 * time.Millisecond
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = 16 * opts.MaxInFlight
+	}
+	if opts.MaxParked <= 0 {
+		opts.MaxParked = 10000
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = opts.DeliveryTimeout
@@ -150,8 +237,26 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Statuses == nil {
 		opts.Statuses = &delivery.DefaultStatuses
 	}
+	switch opts.Ordering {
+	case "":
+		opts.Ordering = OrderingNone
+	case OrderingNone:
+	case OrderingKey, OrderingPartition:
+		if opts.ParkingTopic == "" {
+			return nil, fmt.Errorf("engine: ordering %q needs a ParkingTopic", opts.Ordering)
+		}
+	default:
+		return nil, fmt.Errorf("engine: unknown ordering %q", opts.Ordering)
+	}
+	switch opts.OnDeadLetter {
+	case "":
+		opts.OnDeadLetter = OnDeadLetterRelease
+	case OnDeadLetterRelease, OnDeadLetterDeadLetter, OnDeadLetterHold:
+	default:
+		return nil, fmt.Errorf("engine: unknown on_dead_letter policy %q", opts.OnDeadLetter)
+	}
+	host, _ := os.Hostname()
 	if opts.TransactionalID == "" {
-		host, _ := os.Hostname()
 		opts.TransactionalID = "kretry-" + host + "-" + opts.Group
 	}
 	log := opts.Logger
@@ -160,7 +265,18 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	log = log.With("topic", opts.Plan.Source, "group", opts.Group)
 
-	e := &Engine{opts: opts, log: log, timers: make(map[tp]*time.Timer)}
+	e := &Engine{
+		opts:        opts,
+		plan:        opts.Plan,
+		log:         log,
+		obs:         opts.Observer,
+		shards:      map[int32]*shard{},
+		results:     make(chan *result, opts.MaxInFlight),
+		instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
+	}
+	if e.obs == nil {
+		e.obs = nopObserver{}
+	}
 	e.stats.Retried = make([]atomic.Int64, len(opts.Plan.Tiers))
 
 	admCl, err := kgo.NewClient(append(slices.Clone(opts.ClientOpts), kgo.SeedBrokers(opts.Brokers...))...)
@@ -170,7 +286,11 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	e.adm = kadm.NewClient(admCl)
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	e.topics, err = retrytopics.Ensure(ectx, e.adm, &opts.Plan, opts.CreateSource)
+	var extra []string
+	if e.parking() {
+		extra = append(extra, opts.ParkingTopic)
+	}
+	e.topics, err = retrytopics.Ensure(ectx, e.adm, &opts.Plan, opts.CreateSource, extra...)
 	if err != nil {
 		e.adm.Close()
 		return nil, err
@@ -184,6 +304,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	for _, t := range opts.Plan.Tiers {
 		consume = append(consume, t.Topic)
 	}
+	if e.parking() {
+		consume = append(consume, opts.ParkingTopic)
+	}
 	copts := append(slices.Clone(opts.ClientOpts),
 		kgo.SeedBrokers(opts.Brokers...),
 		kgo.ConsumerGroup(opts.Group),
@@ -195,23 +318,17 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(opts.FetchMaxWait),
 		kgo.ProducerBatchMaxBytes(int32(min(maxBytes, 1<<30))),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			log.Info("partitions assigned", "partitions", m)
-		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.rebalanced.Store(true)
-			e.stats.Revoked.Add(int64(countPartitions(m)))
-			if len(m) > 0 {
-				log.Info("partitions revoked", "partitions", m)
-			}
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.rebalanced.Store(true)
-			e.stats.Revoked.Add(int64(countPartitions(m)))
-			log.Warn("partitions lost (session expired?)", "partitions", m)
-		}),
 	)
 	copts = append(copts, opts.GroupOpts...)
+	copts = append(copts,
+		// Range gives partition p of every subscribed topic with the same
+		// partition count to the same member: source, tiers and parking
+		// are co-partitioned (DESIGN.md invariant 8).
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.assigned(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.revoked(m, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.revoked(m, true) }),
+	)
 	e.sess, err = kgo.NewGroupTransactSession(copts...)
 	if err != nil {
 		e.adm.Close()
@@ -220,6 +337,8 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+func (e *Engine) parking() bool { return e.opts.Ordering != OrderingNone }
+
 // Stats returns the engine's live counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
 
@@ -227,321 +346,206 @@ func (e *Engine) Stats() *Stats { return &e.stats }
 func (e *Engine) Topics() *retrytopics.Topics { return e.topics }
 
 // Run consumes until ctx is cancelled or a fatal error occurs. On
-// cancellation it lets in-flight deliveries finish (up to ShutdownGrace),
-// commits what finished, leaves the group and closes the clients; it then
-// returns nil. A fatal client error is returned.
+// cancellation it stops starting deliveries, lets in-flight ones finish (up
+// to ShutdownGrace), commits what finished, leaves the group and closes the
+// clients; it then returns nil. A fatal client error is returned.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.close()
 	// hard is cancelled ShutdownGrace after ctx: in-flight deliveries are
-	// abandoned then, and their batch aborted.
+	// abandoned then, uncommitted.
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()
+	e.hard = hard
 	stop := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(e.opts.ShutdownGrace, hardCancel)
 		context.AfterFunc(hard, func() { t.Stop() })
+		e.wake()
 	})
 	defer stop()
 
-	e.log.Info("consuming", "tiers", len(e.opts.Plan.Tiers), "dlq", e.opts.Plan.DLQ, "partitions", e.topics.Partitions)
+	e.log.Info("consuming", "tiers", len(e.plan.Tiers), "dlq", e.plan.DLQ, "ordering", e.opts.Ordering, "partitions", e.topics.Partitions)
+	e.lastCommit = time.Now()
 	for {
-		fetches := e.sess.PollRecords(ctx, 4*e.opts.MaxInFlight)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
+		if ctx.Err() != nil {
+			return e.shutdown()
+		}
+		fetches := e.poll(ctx)
+		if fetches.IsClientClosed() {
+			return errors.New("engine: client closed")
+		}
+		if e.needAbort.Swap(false) {
+			// A rebalance dropped our state; the session would abort the
+			// next End anyway. End an empty transaction now, which rewinds
+			// every partition to its committed offset, and start over.
+			e.endEmpty()
 			e.sess.AllowRebalance()
-			return nil
+			continue
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
 			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 		})
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			e.sess.AllowRebalance()
-			continue
+
+		e.mu.Lock()
+		e.ingest(fetches.Records())
+		e.drainResults()
+		e.dispatch(time.Now())
+		var tx *txn
+		if time.Since(e.lastCommit) >= e.opts.CommitInterval {
+			tx = e.prepare()
 		}
-		if e.rebalanced.Swap(false) {
-			// The session aborts the first End after a revoke, which would
-			// deliver this batch twice. End an empty transaction instead,
-			// which rewinds to the committed offsets, and poll again.
-			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			_, err := e.sess.End(ectx, kgo.TryAbort)
-			cancel()
-			e.sess.AllowRebalance()
-			if err != nil {
-				e.log.Warn("resetting after a rebalance", "err", err)
+		e.mu.Unlock()
+		if tx != nil {
+			if err := e.commit(tx); err != nil {
+				e.sess.AllowRebalance()
+				return err
 			}
-			continue
-		}
-		if err := e.batch(ctx, hard, recs); err != nil {
-			e.sess.AllowRebalance()
-			return err
 		}
 		e.sess.AllowRebalance()
 	}
 }
 
-func (e *Engine) close() {
+// poll waits for records until the next commit or due time, or until a
+// delivery result wakes it.
+func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 	e.mu.Lock()
-	for _, t := range e.timers {
-		t.Stop()
+	wait := e.opts.CommitInterval
+	if next, ok := e.nextDue(); ok {
+		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}
 	e.mu.Unlock()
-	// Close leaves the group; a transaction is never open here.
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	e.wakeMu.Lock()
+	if e.woken {
+		cancel()
+	}
+	e.woken = false
+	e.pollCancel = cancel
+	e.wakeMu.Unlock()
+	f := e.sess.PollRecords(pctx, 4*e.opts.MaxInFlight)
+	e.wakeMu.Lock()
+	e.pollCancel = nil
+	e.wakeMu.Unlock()
+	return f
+}
+
+// wake makes the current (or next) poll return at once.
+func (e *Engine) wake() {
+	e.wakeMu.Lock()
+	defer e.wakeMu.Unlock()
+	if e.pollCancel != nil {
+		e.pollCancel()
+	} else {
+		e.woken = true
+	}
+}
+
+// endEmpty ends an empty transaction, resetting the session after a
+// rebalance.
+func (e *Engine) endEmpty() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.sess.End(ctx, kgo.TryAbort); err != nil {
+		e.log.Warn("resetting the transaction session after a rebalance", "err", err)
+	}
+}
+
+// shutdown stops dispatching, waits for in-flight deliveries (bounded by
+// ShutdownGrace through e.hard), and commits what finished.
+func (e *Engine) shutdown() error {
+	e.mu.Lock()
+	e.stopping = true
+	e.mu.Unlock()
+	e.deliveries.Wait()
+	// An immediately cancelled poll holds off rebalances until
+	// AllowRebalance, so the final commit is not cut by one.
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.sess.PollRecords(cctx, 1)
+	defer e.sess.AllowRebalance()
+	if e.needAbort.Swap(false) {
+		return nil // state was dropped by a rebalance: nothing to commit
+	}
+	e.mu.Lock()
+	e.drainResults()
+	tx := e.prepare()
+	e.mu.Unlock()
+	if tx != nil {
+		return e.commit(tx)
+	}
+	return nil
+}
+
+func (e *Engine) close() {
+	e.mu.Lock()
+	for _, sh := range e.shards {
+		sh.stopTimers()
+	}
+	e.mu.Unlock()
+	// Close leaves the group; no transaction is open here.
 	e.sess.Close()
 	e.adm.Close()
 	e.log.Info("stopped")
 }
 
-// item is one record of a batch on its way through delivery.
-type item struct {
-	rec    *kgo.Record
-	stage  int
-	origin retrytopics.Origin
-	route  retrytopics.Route
-	fail   retrytopics.Failure
-}
-
-// rewind is a tier partition whose head is not yet due.
-type rewind struct {
-	offset kgo.EpochOffset
-	due    time.Time
-}
-
-// batch delivers one poll's records and ends its transaction.
-func (e *Engine) batch(ctx, hard context.Context, recs []*kgo.Record) error {
-	now := time.Now()
-	var items []*item
-	rewinds := map[tp]rewind{}
-	for _, r := range recs {
-		k := tp{r.Topic, r.Partition}
-		if _, stopped := rewinds[k]; stopped {
-			continue // behind a record that is not yet due
-		}
-		stage := e.opts.Plan.Stage(r.Topic)
-		o, err := retrytopics.ReadOrigin(r, stage == 0, int64(stage))
-		if err != nil {
-			e.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
-		}
-		if stage > 0 && o.Due.After(now) {
-			rewinds[k] = rewind{kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}, o.Due}
-			continue
-		}
-		items = append(items, &item{rec: r, stage: stage, origin: o})
-	}
-
-	e.deliverAll(hard, items)
-
-	if hard.Err() != nil {
-		// Shutdown grace ran out: abandon this batch, nothing moves or commits.
-		e.log.Warn("shutdown grace elapsed with deliveries in flight; aborting their batch, they will be delivered again after restart", "records", len(items))
-		return e.end(kgo.TryAbort, nil, nil)
-	}
-	return e.end(kgo.TryCommit, items, rewinds)
-}
-
-// end writes the moves of items and commits the batch, in one transaction.
-func (e *Engine) end(try kgo.TransactionEndTry, items []*item, rewinds map[tp]rewind) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := e.sess.Begin(); err != nil {
-		return fmt.Errorf("engine: begin transaction: %w", err)
-	}
-	var (
-		produceErr error
-		errMu      sync.Mutex
-	)
-	for _, it := range items {
-		if it.route.Action == retrytopics.Done {
-			continue
-		}
-		m := retrytopics.Move{
-			Origin:   it.origin,
-			Key:      it.rec.Key,
-			Value:    it.rec.Value,
-			Topic:    it.route.Topic,
-			Failure:  it.fail,
-			Group:    e.opts.Group,
-			Version:  Version,
-			MaxBytes: e.topics.MaxBytes[it.route.Topic],
-		}
-		if it.route.Action == retrytopics.Retry {
-			m.Due = retrytopics.DueTime(it.fail.At, it.route.Delay)
-		}
-		e.sess.Produce(ctx, m.Record(), func(r *kgo.Record, err error) {
-			if err != nil {
-				errMu.Lock()
-				produceErr = errors.Join(produceErr, fmt.Errorf("moving %s to %s: %w", it.origin.ID(), r.Topic, err))
-				errMu.Unlock()
-			}
-		})
-	}
-	if err := e.sess.Client().Flush(ctx); err != nil {
-		produceErr = errors.Join(produceErr, err)
-	}
-	if produceErr != nil {
-		e.log.Error("a move failed; aborting the batch, it will be delivered again", "err", produceErr)
-		try = kgo.TryAbort
-	}
-	if len(rewinds) > 0 && try == kgo.TryCommit {
-		pause := map[string][]int32{}
-		set := map[string]map[int32]kgo.EpochOffset{}
-		for k, rw := range rewinds {
-			pause[k.topic] = append(pause[k.topic], k.partition)
-			if set[k.topic] == nil {
-				set[k.topic] = map[int32]kgo.EpochOffset{}
-			}
-			set[k.topic][k.partition] = rw.offset
-		}
-		// Pause first so the rewound position is not fetched again at
-		// once; then rewind, so the commit below stops at the record
-		// that is not yet due.
-		e.sess.Client().PauseFetchPartitions(pause)
-		e.sess.Client().SetOffsets(set)
-		for k, rw := range rewinds {
-			e.resumeAt(k, rw.due)
-		}
-	}
-	if e.opts.beforeEnd != nil {
-		e.opts.beforeEnd()
-	}
-	committed, err := e.sess.End(ctx, try)
-	if err != nil {
-		// End already rewound to the last commit; the batch is delivered
-		// again. Only a fatal producer state stops the engine.
-		e.log.Warn("transaction did not commit; the batch will be delivered again", "err", err)
-		e.stats.Aborted.Add(1)
-		return nil
-	}
-	if !committed {
-		if try == kgo.TryCommit {
-			e.log.Info("transaction aborted by a rebalance; the batch will be delivered again")
-		}
-		e.stats.Aborted.Add(1)
-		return nil
-	}
-	e.stats.Batches.Add(1)
-	for _, it := range items {
-		switch it.route.Action {
-		case retrytopics.Retry:
-			e.stats.Retried[it.route.Stage-1].Add(1)
-		case retrytopics.DeadLetter:
-			if it.route.Class == delivery.ClassExhausted {
-				e.stats.Exhausted.Add(1)
-			} else {
-				e.stats.Permanent.Add(1)
-			}
-		}
-	}
-	return nil
-}
-
-// resumeAt resumes k's fetching at due. The due check on every fetched
-// record is what guarantees the delay; the timer only ends the pause, so a
-// revoke and re-assign in between cannot make a record early.
-func (e *Engine) resumeAt(k tp, due time.Time) {
+// assigned creates the shards of newly assigned partitions. With parking,
+// each new shard starts by replaying its parking partition (see
+// parking.go); its source and tier partitions stay paused until then.
+func (e *Engine) assigned(m map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if t, ok := e.timers[k]; ok {
-		t.Stop()
+	e.log.Info("partitions assigned", "partitions", m)
+	for _, p := range m[e.plan.Source] {
+		e.shardFor(p)
 	}
-	e.timers[k] = time.AfterFunc(time.Until(due), func() {
-		e.sess.Client().ResumeFetchPartitions(map[string][]int32{k.topic: {k.partition}})
-		e.mu.Lock()
-		delete(e.timers, k)
-		e.mu.Unlock()
-	})
 }
 
-// deliverAll delivers items, at most MaxInFlight at a time, the items of one
-// key of one partition in order, and sets each item's route.
-func (e *Engine) deliverAll(ctx context.Context, items []*item) {
-	type laneKey struct {
-		tp
-		key string
-	}
-	var lanes [][]*item
-	index := map[laneKey]int{}
-	for _, it := range items {
-		if it.rec.Key == nil {
-			lanes = append(lanes, []*item{it}) // a null key orders nothing
-			continue
-		}
-		k := laneKey{tp{it.rec.Topic, it.rec.Partition}, string(it.rec.Key)}
-		i, ok := index[k]
-		if !ok {
-			i = len(lanes)
-			index[k] = i
-			lanes = append(lanes, nil)
-		}
-		lanes[i] = append(lanes[i], it)
-	}
-	sem := make(chan struct{}, e.opts.MaxInFlight)
-	var wg sync.WaitGroup
-	for _, lane := range lanes {
-		wg.Go(func() {
-			for _, it := range lane {
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				e.deliver(ctx, it)
-				<-sem
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func (e *Engine) deliver(ctx context.Context, it *item) {
-	o := &it.origin
-	m := &delivery.Message{
-		ID:        o.ID(),
-		Topic:     o.Topic,
-		Partition: o.Partition,
-		Offset:    o.Offset,
-		Timestamp: o.Timestamp,
-		Key:       it.rec.Key,
-		Value:     it.rec.Value,
-		Headers:   o.Headers,
-		Attempt:   int(min(o.Attempts+1, 1<<31-1)),
-	}
-	dctx, cancel := context.WithTimeout(ctx, e.opts.DeliveryTimeout)
-	e.stats.InFlight.Add(1)
-	err := e.opts.Deliverer.Deliver(dctx, m)
-	e.stats.InFlight.Add(-1)
-	cancel()
-	if err == nil {
-		e.stats.Delivered.Add(1)
-		it.route = retrytopics.Route{Action: retrytopics.Done}
+// revoked drops all state: the range assignor is eager, so a rebalance
+// revokes every partition. In-flight deliveries are waited for, so that a
+// record's old delivery cannot land after its new owner's next one.
+func (e *Engine) revoked(m map[string][]int32, lost bool) {
+	if countPartitions(m) == 0 {
 		return
 	}
-	if ctx.Err() != nil {
-		return // abandoned at shutdown; the batch aborts
+	e.stats.Revoked.Add(int64(countPartitions(m)))
+	if lost {
+		e.log.Warn("partitions lost (session expired?)", "partitions", m)
+	} else {
+		e.log.Info("partitions revoked", "partitions", m)
 	}
-	e.stats.Failed.Add(1)
-	v := delivery.Classify(err, *e.opts.Statuses)
-	if v.Unlisted {
-		key := fmt.Sprintf("unlisted:%d", v.Status)
-		if v.Status == 0 {
-			key = "unlisted:" + firstWords(v.Message)
-		}
-		e.warnOnce(key, "delivery failed with an unlisted status or error; treating it as transient", "status", v.Status, "err", v.Message)
-	}
-	it.route = e.opts.Plan.Route(it.stage, &v, retrytopics.Jitter())
-	it.fail = retrytopics.Failure{Class: it.route.Class, Status: v.Status, Message: v.Message, At: time.Now()}
-	if it.route.Class == delivery.ClassExhausted {
-		it.fail.Message = "retry tiers exhausted; last error: " + v.Message
-	}
-	e.log.Debug("delivery failed", "id", m.ID, "attempt", m.Attempt, "class", it.route.Class, "status", v.Status, "to", it.route.Topic)
+	e.mu.Lock()
+	e.resetLocked()
+	e.mu.Unlock()
+	e.needAbort.Store(true)
+	e.deliveries.Wait()
 }
 
-func firstWords(s string) string {
-	if i := strings.IndexAny(s, ":\n"); i > 0 {
-		return s[:i]
+// resetLocked drops every shard; results of deliveries still in flight are
+// discarded when they arrive (their generation is stale).
+func (e *Engine) resetLocked() {
+	e.gen++
+	var resume map[string][]int32
+	for p, sh := range e.shards {
+		sh.stopTimers()
+		for t, q := range sh.queues {
+			if q.paused {
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], p)
+			}
+		}
+		e.stats.ParkedRecords.Add(-int64(sh.parkedCount()))
+		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
 	}
-	return s
+	if resume != nil {
+		e.sess.Client().ResumeFetchPartitions(resume)
+	}
+	e.shards = map[int32]*shard{}
+	e.ready, e.retryReady = nil, nil
 }
 
 // warnOnce logs msg at warn level the first time key is seen.
@@ -551,20 +555,26 @@ func (e *Engine) warnOnce(key, msg string, args ...any) {
 	}
 }
 
-// Stats are an engine's live counters (records).
+// Stats are an engine's live counters (records unless said otherwise).
 type Stats struct {
 	// Delivered counts deliveries the application acknowledged (2xx),
 	// repeated deliveries of one record included.
 	Delivered atomic.Int64
 	// Failed counts deliveries that failed.
 	Failed atomic.Int64
-	// Retried[i] counts records moved to tier i+1.
+	// Retried[i] counts records moved to tier i+1 (committed).
 	Retried []atomic.Int64
 	// Permanent and Exhausted count records moved to the DLQ by class.
 	Permanent atomic.Int64
 	Exhausted atomic.Int64
+	// Parked counts records moved to the parking topic.
+	Parked atomic.Int64
 	// InFlight is the number of deliveries under way.
 	InFlight atomic.Int64
+	// BlockedKeys and ParkedRecords are gauges: keys blocked and records
+	// parked (or on their way to parking) on this instance now.
+	BlockedKeys   atomic.Int64
+	ParkedRecords atomic.Int64
 	// Batches counts committed transactions; Aborted those that did not
 	// commit (their records are delivered again).
 	Batches atomic.Int64
@@ -580,3 +590,9 @@ func countPartitions(m map[string][]int32) int {
 	}
 	return n
 }
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(DeliveryEvent) {}
+func (nopObserver) Moved(MoveEvent)         {}
+func (nopObserver) Committed(CommitEvent)   {}

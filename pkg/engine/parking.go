@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// The parking partition p holds two kinds of record, and together they are
+// the changelog of partition p's blocked keys:
+//
+//   - parked records: a source record of a blocked key, byte for byte, behind
+//     the kretry header run (kretry-stage is the parking topic);
+//   - op records, whose first header is kretry-parking-op, keyed by the lane
+//     key (the record key; "" for ordering partition), with no value:
+//
+//	block    a record of the key went to a tier: the key is blocked
+//	release  that record left the tiers (done, or dead-lettered: the policy
+//	         and the dead-lettered ce-id are in kretry-parking-ref)
+//	settle   the parked record at offset kretry-parking-ref was delivered,
+//	         moved on or dead-lettered
+//	unblock  the key has no record in the tiers and none parked
+//	barrier  written by a new owner of the partition; see below
+//
+// Ops are written in the same transaction as the move or commit they
+// describe. On assignment the new owner writes a barrier record with a
+// nonce of its own, replays the partition from its committed offset up to
+// that barrier (every block without release blocks its key; every parked
+// record without a settle is parked), and only then delivers records of
+// the partition's source and tiers. The parking partition's committed
+// offset advances past a key's records and ops once the key is unblocked, so
+// the replay is bounded by what is still blocked.
+//
+// An operator releases a key held under OnDeadLetterHold by writing a
+// release op with kretry-parking-origin: operator (`kretry parking release`).
+const (
+	HeaderParkingOp     = "kretry-parking-op"
+	HeaderParkingRef    = "kretry-parking-ref"
+	HeaderParkingOrigin = "kretry-parking-origin"
+
+	opBlock   = "block"
+	opRelease = "release"
+	opSettle  = "settle"
+	opUnblock = "unblock"
+	opBarrier = "barrier"
+
+	// OriginOperator marks an op written by an operator, not by an engine.
+	OriginOperator = "operator"
+)
+
+// opRecord builds an op record for partition p of the parking topic.
+func (e *Engine) opRecord(p int32, key []byte, op, ref string) *kgo.Record {
+	hs := []kgo.RecordHeader{{Key: HeaderParkingOp, Value: []byte(op)}}
+	if ref != "" {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderParkingRef, Value: []byte(ref)})
+	}
+	return &kgo.Record{Topic: e.opts.ParkingTopic, Partition: p, Key: key, Headers: hs, Timestamp: time.Now()}
+}
+
+// OperatorRelease builds the op record that releases key on partition p of
+// parkingTopic (for `kretry parking release`): a key held after its head was
+// dead-lettered under OnDeadLetterHold gets its parked records delivered.
+func OperatorRelease(parkingTopic string, p int32, key []byte) *kgo.Record {
+	return &kgo.Record{Topic: parkingTopic, Partition: p, Key: key, Timestamp: time.Now(), Headers: []kgo.RecordHeader{
+		{Key: HeaderParkingOp, Value: []byte(opRelease)},
+		{Key: HeaderParkingRef, Value: []byte(OnDeadLetterRelease)},
+		{Key: HeaderParkingOrigin, Value: []byte(OriginOperator)},
+	}}
+}
+
+func (e *Engine) barrierRecord(sh *shard) *kgo.Record {
+	return e.opRecord(sh.p, nil, opBarrier, sh.nonce)
+}
+
+func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
+	if len(r.Headers) == 0 || r.Headers[0].Key != HeaderParkingOp {
+		return "", "", "", false
+	}
+	op = string(r.Headers[0].Value)
+	for _, h := range r.Headers[1:] {
+		switch h.Key {
+		case HeaderParkingRef:
+			ref = string(h.Value)
+		case HeaderParkingOrigin:
+			origin = string(h.Value)
+		}
+	}
+	return op, ref, origin, true
+}
+
+// laneKeyOf is the lane key of a parking record: the record key, or "" for
+// ordering partition.
+func (e *Engine) laneKeyOf(r *kgo.Record) []byte {
+	if e.opts.Ordering == OrderingPartition {
+		return []byte{}
+	}
+	return r.Key
+}
+
+// park moves source entry en of blocked lane l to the parking topic.
+func (e *Engine) park(l *lane, en *entry) {
+	m := retrytopics.Move{
+		Origin:   en.origin,
+		Key:      en.rec.Key,
+		Value:    en.rec.Value,
+		Topic:    e.opts.ParkingTopic,
+		Failure:  retrytopics.Failure{At: time.Now()},
+		Group:    e.opts.Group,
+		Version:  Version,
+		MaxBytes: e.topics.MaxBytes[e.opts.ParkingTopic],
+		Parked:   true,
+	}
+	en.moves = append(en.moves, move{rec: m.Record(), ev: MoveEvent{
+		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: "park", Stage: "parking",
+	}})
+	en.settled = true
+	if !l.blocked() {
+		e.stats.BlockedKeys.Add(1)
+	}
+	l.pendingParks++
+	e.stats.ParkedRecords.Add(1)
+}
+
+// acceptParking takes a record read from the parking partition.
+func (e *Engine) acceptParking(sh *shard, en *entry) {
+	op, ref, origin, isOp := opOf(en.rec)
+	en.op = op
+	if !isOp {
+		en.origin, _ = retrytopics.ReadOrigin(en.rec, false, 0)
+	}
+	if sh.restoring {
+		e.replay(sh, en, isOp, op, ref)
+		return
+	}
+	if !isOp {
+		// One of ours, read back: it joins the key's parked records.
+		l := e.laneFor(sh, e.laneKeyOf(en.rec))
+		if l.pendingParks > 0 {
+			l.pendingParks--
+		} else {
+			e.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
+		}
+		l.parked = append(l.parked, en)
+		e.feed(l, en)
+		return
+	}
+	l := e.laneFor(sh, en.rec.Key)
+	switch {
+	case op == opRelease && origin == OriginOperator:
+		e.log.Info("operator released a key", "partition", sh.p, "key", string(en.rec.Key))
+		en.settled = true
+		if l.heads == 0 {
+			l.hold, l.releasing = false, true
+			e.feed(l, en)
+		}
+	case (op == opBlock || op == opRelease) && (l.blocked() || l.running != nil):
+		// Our own op read back: it stays unsettled (the committed offset
+		// of the parking partition stays before it) until the key unblocks.
+		l.markers = append(l.markers, en)
+	default:
+		en.settled = true
+	}
+	e.forget(l)
+}
+
+// replay applies one changelog record while the shard restores.
+func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
+	if !isOp {
+		l := e.laneFor(sh, e.laneKeyOf(en.rec))
+		l.parked = append(l.parked, en)
+		return
+	}
+	if op == opBarrier {
+		en.settled = true
+		if ref == sh.nonce {
+			e.finishRestore(sh, en)
+		}
+		return
+	}
+	l := e.laneFor(sh, en.rec.Key)
+	switch op {
+	case opBlock:
+		l.heads++
+		l.blockWritten = true
+		l.releasing = false
+		l.markers = append(l.markers, en)
+	case opRelease:
+		l.markers = append(l.markers, en)
+		_, _, origin, _ := opOf(en.rec)
+		if origin == OriginOperator {
+			l.hold, l.releasing = false, l.heads == 0
+			break
+		}
+		l.heads = max(l.heads-1, 0)
+		if l.heads == 0 {
+			e.resolve(l, ref)
+		}
+	case opSettle:
+		en.settled = true
+		off, err := strconv.ParseInt(ref, 10, 64)
+		if err != nil {
+			return
+		}
+		for i, p := range l.parked {
+			if p.rec.Offset == off {
+				p.settled = true
+				p.moved = true
+				l.parked = append(l.parked[:i], l.parked[i+1:]...)
+				break
+			}
+		}
+	case opUnblock:
+		en.settled = true
+		for _, m := range l.markers {
+			m.settled = true
+		}
+		l.markers = nil
+		l.heads, l.releasing, l.hold, l.deadLettering, l.gapAfter, l.blockWritten = 0, false, false, false, "", false
+	default:
+		en.settled = true
+	}
+}
+
+// resolve applies the outcome of a key's last head leaving the tiers. ref
+// is "ok" (delivered) or "<policy> <ce-id>" (dead-lettered).
+func (e *Engine) resolve(l *lane, ref string) {
+	policy, id := ref, ""
+	for i := 0; i < len(ref); i++ {
+		if ref[i] == ' ' {
+			policy, id = ref[:i], ref[i+1:]
+			break
+		}
+	}
+	switch policy {
+	case OnDeadLetterHold:
+		l.hold = true
+	case OnDeadLetterDeadLetter:
+		l.deadLettering, l.gapAfter = true, id
+	default: // "ok" or release
+		l.releasing, l.gapAfter = true, id
+	}
+}
+
+// finishRestore ends a shard's replay at its barrier: blocked keys resume
+// their release, the backlog of source and tier records is taken in order
+// and the partitions resume.
+func (e *Engine) finishRestore(sh *shard, barrier *entry) {
+	sh.restoring = false
+	blocked, parked := 0, 0
+	for _, l := range sh.lanes {
+		if l.blocked() {
+			blocked++
+		}
+		parked += len(l.parked)
+		e.feed(l, barrier)
+	}
+	e.stats.BlockedKeys.Add(int64(blocked))
+	e.stats.ParkedRecords.Add(int64(parked))
+	if blocked > 0 || parked > 0 {
+		e.log.Info("partition restored from the parking topic", "partition", sh.p, "blocked_keys", blocked, "parked_records", parked)
+	}
+	backlog := sh.backlog
+	sh.backlog = nil
+	for _, r := range backlog {
+		e.accept(sh, sh.queues[r.Topic], r)
+	}
+	e.updatePauses(sh, time.Now())
+}
+
+// afterDelivery updates the parking state of keyed lane l after en's
+// delivery was routed.
+func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
+	sh := l.sh
+	key := e.laneKeyOf(en.rec)
+	wasBlocked := l.blocked()
+	stage := en.q.stage
+	if stage == parkStage {
+		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opSettle, strconv.FormatInt(en.rec.Offset, 10))})
+		e.stats.ParkedRecords.Add(-1)
+	}
+	switch {
+	case route.Action == retrytopics.Retry && (stage == 0 || stage == parkStage):
+		// A new head: the key blocks; its records waiting behind park.
+		l.heads++
+		l.releasing = false
+		l.blockWritten = true
+		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opBlock, en.origin.ID())})
+		var keep []*entry
+		for _, w := range l.wait {
+			if w.q.stage == 0 {
+				e.park(l, w)
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		l.wait = keep
+	case stage > 0 && route.Action != retrytopics.Retry && l.heads > 0:
+		// The head left the tiers.
+		l.heads--
+		ref := "ok"
+		if route.Action == retrytopics.DeadLetter {
+			ref = e.opts.OnDeadLetter + " " + en.origin.ID()
+		}
+		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
+		if l.heads == 0 {
+			e.resolve(l, ref)
+			if ref != "ok" {
+				e.log.Info("head of a blocked key dead-lettered", "partition", sh.p, "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked)+l.pendingParks)
+			}
+		}
+	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == OnDeadLetterRelease:
+		l.gapAfter = en.origin.ID() // the next released record follows a gap
+	}
+	if !wasBlocked && l.blocked() {
+		e.stats.BlockedKeys.Add(1)
+	}
+	e.feed(l, en)
+}
+
+// feed moves the release of lane l along: the next parked record to the
+// lane (one at a time, in order), or every parked record to the DLQ under
+// OnDeadLetterDeadLetter, and unblocks the key when nothing is left. carrier
+// is the entry whose transaction carries any op this writes.
+func (e *Engine) feed(l *lane, carrier *entry) {
+	if l.deadLettering {
+		for _, p := range l.parked {
+			e.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassPermanent},
+				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.gapAfter + " (on_dead_letter: dead_letter)", At: time.Now()})
+			p.moves = append(p.moves, move{rec: e.opRecord(l.sh.p, e.laneKeyOf(p.rec), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
+			p.settled = true
+			e.stats.ParkedRecords.Add(-1)
+		}
+		l.parked = nil
+		if l.pendingParks == 0 {
+			l.deadLettering = false
+		}
+	}
+	if l.releasing && l.heads == 0 && l.running == nil && len(l.wait) == 0 && len(l.parked) > 0 {
+		p := l.parked[0]
+		l.parked = l.parked[1:]
+		p.gapAfter = l.gapAfter
+		e.push(l, p)
+		return
+	}
+	if l.releasing && len(l.parked) == 0 && l.pendingParks == 0 && l.running == nil && len(l.wait) == 0 {
+		l.releasing, l.gapAfter = false, ""
+	}
+	e.maybeUnblock(l, carrier)
+}
+
+// maybeUnblock writes the unblock op of a key that has nothing left in the
+// tiers or parked; its block and release ops settle once that op commits.
+func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
+	if !l.keyed || l.blocked() || !l.blockWritten {
+		return
+	}
+	key := []byte(l.key)
+	if e.opts.Ordering == OrderingPartition {
+		key = []byte{}
+	}
+	carrier.moves = append(carrier.moves, move{rec: e.opRecord(l.sh.p, key, opUnblock, "")})
+	markers := l.markers
+	l.markers = nil
+	l.blockWritten = false
+	carrier.after = append(carrier.after, func() {
+		for _, m := range markers {
+			m.settled = true
+		}
+	})
+	e.stats.BlockedKeys.Add(-1)
+}
