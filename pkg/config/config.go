@@ -204,12 +204,38 @@ type Topic struct {
 	// Group is the consumer group for the source and its tiers.
 	// Default <name>-kretry.
 	Group string `koanf:"group"`
-	// Ordering is none, key or partition (see the Ordering constants).
-	Ordering string   `koanf:"ordering"`
-	Retry    Retry    `koanf:"retry"`
-	DLQ      DLQ      `koanf:"dlq"`
-	Classify Classify `koanf:"classify"`
+	// Ordering is key (default), partition or none (see the Ordering
+	// constants).
+	Ordering string `koanf:"ordering"`
+	// OnDeadLetter decides the fate of records parked behind a record that
+	// was dead-lettered: release (default: deliver them, each with
+	// kretry-gap-after naming the dead-lettered record), dead_letter (move
+	// them to the DLQ too, in order) or hold (keep them parked until
+	// `kretry parking release`). Only with ordering key or partition.
+	OnDeadLetter string   `koanf:"on_dead_letter"`
+	Retry        Retry    `koanf:"retry"`
+	DLQ          DLQ      `koanf:"dlq"`
+	Parking      Parking  `koanf:"parking"`
+	Classify     Classify `koanf:"classify"`
 }
+
+// Parking configures the parking topic of one source topic (ordering key
+// or partition).
+type Parking struct {
+	// Topic defaults to <name>.parking.
+	Topic string `koanf:"topic"`
+	// MaxRecords bounds the parked records per partition (default 10000).
+	// At the bound the source partition pauses until parked records are
+	// released: back-pressure, never a drop.
+	MaxRecords int `koanf:"max_records"`
+}
+
+// On-dead-letter policies for Topic.OnDeadLetter.
+const (
+	OnDeadLetterRelease    = "release"
+	OnDeadLetterDeadLetter = "dead_letter"
+	OnDeadLetterHold       = "hold"
+)
 
 // Retry configures the retry tiers of one topic.
 type Retry struct {

@@ -47,6 +47,9 @@ const (
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
 	DefaultJitter          = 0.2
+	// DefaultMaxParked is parking.max_records when absent (records per
+	// partition).
+	DefaultMaxParked = 10000
 	// DefaultGroupSuffix makes the default consumer group <name>-kretry.
 	DefaultGroupSuffix = "-kretry"
 )
@@ -130,7 +133,16 @@ func (c *Config) SetDefaults() {
 			t.Group = t.Name + DefaultGroupSuffix
 		}
 		if t.Ordering == "" {
-			t.Ordering = OrderingNone
+			t.Ordering = OrderingKey
+		}
+		if t.OnDeadLetter == "" {
+			t.OnDeadLetter = OnDeadLetterRelease
+		}
+		if t.Parking.Topic == "" {
+			t.Parking.Topic = retrytopics.ParkingTopic(t.Name)
+		}
+		if t.Parking.MaxRecords == 0 {
+			t.Parking.MaxRecords = DefaultMaxParked
 		}
 		if t.Retry.Tiers == nil {
 			t.Retry.Tiers = DefaultTiers()

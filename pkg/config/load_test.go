@@ -118,13 +118,15 @@ func wantDefaults(t *testing.T, c *config.Config) {
 		Topics: []config.Topic{{
 			Name:     "orders",
 			Group:    "orders-kretry",
-			Ordering: "none",
+			Ordering:     "key",
+			OnDeadLetter: "release",
 			Retry: config.Retry{
 				Tiers:  []time.Duration{time.Minute, 10 * time.Minute, time.Hour},
 				Jitter: &jitter,
 				Topics: []string{"orders.retry.1m", "orders.retry.10m", "orders.retry.1h"},
 			},
-			DLQ: config.DLQ{Topic: "orders.dlq"},
+			DLQ:     config.DLQ{Topic: "orders.dlq"},
+			Parking: config.Parking{Topic: "orders.parking", MaxRecords: 10000},
 			Classify: config.Classify{
 				Permanent: []int{400, 404, 409, 410, 413, 415, 422},
 				Transient: []int{408, 425, 429, 500, 502, 503, 504},

@@ -32,11 +32,6 @@ const (
 	MaxLagWindow = 1000
 )
 
-// supportedOrdering lists the ordering modes the engine implements today.
-// OrderingKey and OrderingPartition are legal words but need per-key
-// parking, which is not built yet; add them here when it is.
-var supportedOrdering = map[string]bool{OrderingNone: true}
-
 // Validate checks a Config after SetDefaults and returns every problem it
 // finds as an errors.Join of *FieldError, in the order of the sections
 // below, each naming the key path and quoting the bad value:
@@ -81,14 +76,15 @@ var supportedOrdering = map[string]bool{OrderingNone: true}
 //   - group: not empty, and not shared with another topic (the
 //     transactional ID is derived from it, so two topics would fence each
 //     other).
-//   - ordering: none, key or partition; key and partition are rejected
-//     until parking is built.
+//   - ordering: key, partition or none.
+//   - on_dead_letter: release, dead_letter or hold.
+//   - parking.max_records: at least 1.
 //   - retry.tiers: each at least 1ms and a whole number of ms (the topic
 //     name and the due-time header carry ms), strictly increasing.
 //   - retry.jitter: in [0, 1].
 //   - retry.topics: one name per tier.
-//   - source, tier and DLQ topic names: all distinct, within a topic and
-//     across topics. (When parking is built, its topic joins this rule.)
+//   - source, tier, DLQ and (unless ordering is none) parking topic names:
+//     all distinct, within a topic and across topics.
 //   - classify.permanent, classify.transient: statuses in 100..599, no
 //     2xx (2xx is always done), no status in both lists.
 //
@@ -301,14 +297,10 @@ func (v *validator) topics(ts []Topic) {
 			groups[t.Group] = p + ".group"
 		}
 
-		switch {
-		case supportedOrdering[t.Ordering]:
-		case t.Ordering == OrderingKey:
-			v.add(p+".ordering", "%q is not supported yet (per-key parking is not built); use %q", t.Ordering, OrderingNone)
-		case t.Ordering == OrderingPartition:
-			v.add(p+".ordering", "%q is not supported yet (partition blocking needs parking, which is not built); use %q", t.Ordering, OrderingNone)
-		default:
-			v.oneOf(p+".ordering", t.Ordering, OrderingNone, OrderingKey, OrderingPartition)
+		v.oneOf(p+".ordering", t.Ordering, OrderingKey, OrderingPartition, OrderingNone)
+		v.oneOf(p+".on_dead_letter", t.OnDeadLetter, OnDeadLetterRelease, OnDeadLetterDeadLetter, OnDeadLetterHold)
+		if t.Parking.MaxRecords < 1 {
+			v.add(p+".parking.max_records", "%q must be at least 1", fmtInt(t.Parking.MaxRecords))
 		}
 
 		for k, d := range t.Retry.Tiers {
@@ -337,6 +329,9 @@ func (v *validator) topics(ts []Topic) {
 			derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
 		}
 		derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
+		if t.Ordering != OrderingNone {
+			derived(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name))
+		}
 
 		v.statuses(p, &t.Classify)
 	}

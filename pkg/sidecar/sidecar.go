@@ -133,6 +133,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			DeliveryTimeout: cfg.App.Timeout,
 			FetchMaxWait:    cfg.Kafka.FetchMaxWait,
 			CreateSource:    createSource,
+			Ordering:        t.Ordering,
+			ParkingTopic:    t.Parking.Topic,
+			OnDeadLetter:    t.OnDeadLetter,
+			MaxParked:       t.Parking.MaxRecords,
 			Logger:          log,
 		})
 		if err != nil {
