@@ -114,10 +114,15 @@ func Delay(tier time.Duration, jitter, u float64, retryAfter time.Duration) time
 	return max(d, retryAfter)
 }
 
-// DueTime is now + d, saturating instead of overflowing; it is the value of
-// kretry-due-time for a record moved at now.
+// DueTime is now + d, saturating instead of overflowing, rounded up to the
+// millisecond (kretry-due-time carries milliseconds, and a truncated due time
+// would shorten the delay); it is the value of kretry-due-time for a record
+// moved at now.
 func DueTime(now time.Time, d time.Duration) time.Time {
 	due := now.Add(d)
+	if r := due.Truncate(time.Millisecond); r.Before(due) {
+		due = r.Add(time.Millisecond)
+	}
 	if due.Before(now) { // cannot happen for d ≥ 0 in Go's time range; guard anyway
 		return now
 	}

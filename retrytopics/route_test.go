@@ -130,14 +130,15 @@ func TestDueTime(t *testing.T) {
 		d    time.Duration
 		want time.Time // zero: only check "not before now"
 	}{
-		{"zero delay", fixed, 0, fixed},
-		{"one minute", fixed, time.Minute, fixed.Add(time.Minute)},
+		{"zero delay", fixed, 0, ceilMS(fixed)},
+		{"one minute", fixed, time.Minute, ceilMS(fixed.Add(time.Minute))},
+		{"whole millisecond stays", fixed.Truncate(time.Millisecond), time.Second, fixed.Truncate(time.Millisecond).Add(time.Second)},
 		{"negative delay is now", fixed, -time.Hour, fixed},
 		{"min delay is now", fixed, time.Duration(math.MinInt64), fixed},
-		{"max delay", fixed, maxDuration, fixed.Add(maxDuration)},
+		{"max delay", fixed, maxDuration, ceilMS(fixed.Add(maxDuration))},
 		{"max delay from the wall clock", time.Now(), maxDuration, time.Time{}},
 		{"max delay near the end of time", nearMax, maxDuration, time.Time{}},
-		{"zero time, max delay", time.Time{}, maxDuration, time.Time{}.Add(maxDuration)},
+		{"zero time, max delay", time.Time{}, maxDuration, ceilMS(time.Time{}.Add(maxDuration))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := retrytopics.DueTime(tc.now, tc.d)
@@ -152,6 +153,14 @@ func TestDueTime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ceilMS rounds t up to the millisecond, as kretry-due-time is written.
+func ceilMS(t time.Time) time.Time {
+	if r := t.Truncate(time.Millisecond); r.Before(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
 }
 
 func testPlan() *retrytopics.Plan {

@@ -35,3 +35,34 @@ func TestConservation(t *testing.T) {
 		})
 	}
 }
+
+func TestOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		acks  []string
+		wantN int
+	}{
+		{"in order", []string{"a0", "a1", "a2"}, 0},
+		{"gap is fine", []string{"a0", "a2"}, 0},
+		{"repeat is ignored", []string{"a0", "a1", "a0", "a2"}, 0},
+		{"out of order", []string{"a1", "a0", "a2"}, 1},
+		{"other key interleaved", []string{"a0", "b1", "a1", "b0"}, 1},
+		{"unknown ids ignored", []string{"x", "a0"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOrder()
+			for _, id := range []string{"a0", "a1", "a2"} {
+				o.Produced("a", id)
+			}
+			for _, id := range []string{"b0", "b1"} {
+				o.Produced("b", id)
+			}
+			for _, id := range tc.acks {
+				o.Acked(id)
+			}
+			if n, ex := o.Violations(); n != tc.wantN {
+				t.Errorf("violations %d (%v), want %d", n, ex, tc.wantN)
+			}
+		})
+	}
+}

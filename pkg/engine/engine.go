@@ -177,6 +177,9 @@ type Engine struct {
 
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
+	// cl is the group client; set by the first rebalance callback (which
+	// may run before NewGroupTransactSession returns) or after it.
+	cl atomic.Pointer[kgo.Client]
 
 	// mu guards the shards and everything reachable from them. The loop
 	// holds it while it works; rebalance callbacks hold it while they drop
@@ -190,6 +193,10 @@ type Engine struct {
 	retrying   int
 	stopping   bool
 	lastCommit time.Time
+	// loose are op records not tied to a fetched record, written by the
+	// next transaction; looseAfter runs once it commits.
+	loose      []move
+	looseAfter []func()
 
 	results     chan *result
 	deliveries  sync.WaitGroup
@@ -325,15 +332,16 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		// partition count to the same member: source, tiers and parking
 		// are co-partitioned (DESIGN.md invariant 8).
 		kgo.Balancers(kgo.RangeBalancer()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.assigned(m) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.revoked(m, false) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { e.revoked(m, true) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.assigned(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, true) }),
 	)
 	e.sess, err = kgo.NewGroupTransactSession(copts...)
 	if err != nil {
 		e.adm.Close()
 		return nil, fmt.Errorf("engine: group client: %w", err)
 	}
+	e.cl.Store(e.sess.Client())
 	return e, nil
 }
 
@@ -542,10 +550,11 @@ func (e *Engine) resetLocked() {
 		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
 	}
 	if resume != nil {
-		e.sess.Client().ResumeFetchPartitions(resume)
+		e.cl.Load().ResumeFetchPartitions(resume)
 	}
 	e.shards = map[int32]*shard{}
 	e.ready, e.retryReady = nil, nil
+	e.loose, e.looseAfter = nil, nil
 }
 
 // warnOnce logs msg at warn level the first time key is seen.

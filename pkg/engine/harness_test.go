@@ -172,6 +172,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type call struct {
 	msg delivery.Message
 	at  time.Time
+	ok  bool // the app acknowledged it
 }
 
 // recorder is an application: it records every delivery and answers with
@@ -192,8 +193,8 @@ func (r *recorder) Deliver(_ context.Context, m *delivery.Message) error {
 	defer r.mu.Unlock()
 	c := *m
 	c.Key, c.Value = slices.Clone(m.Key), slices.Clone(m.Value)
-	r.calls = append(r.calls, call{c, time.Now()})
 	err := r.answer(m)
+	r.calls = append(r.calls, call{c, time.Now(), err == nil})
 	if err == nil {
 		r.acked[m.ID]++
 	}

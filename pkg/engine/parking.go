@@ -157,7 +157,7 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 			l.hold, l.releasing = false, true
 			e.feed(l, en)
 		}
-	case (op == opBlock || op == opRelease) && (l.blocked() || l.running != nil):
+	case (op == opBlock || op == opRelease) && (l.blocked() || l.running != nil || l.blockWritten):
 		// Our own op read back: it stays unsettled (the committed offset
 		// of the parking partition stays before it) until the key unblocks.
 		l.markers = append(l.markers, en)
@@ -308,6 +308,16 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
 		if l.heads == 0 {
 			e.resolve(l, ref)
+			if l.deadLettering {
+				// The parked records follow the head into the DLQ only once
+				// the head's own DLQ write committed, so the DLQ keeps the
+				// key's order.
+				l.dlqGate = true
+				en.after = append(en.after, func() {
+					l.dlqGate = false
+					e.feed(l, nil)
+				})
+			}
 			if ref != "ok" {
 				e.log.Info("head of a blocked key dead-lettered", "partition", sh.p, "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked)+l.pendingParks)
 			}
@@ -324,9 +334,10 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 // feed moves the release of lane l along: the next parked record to the
 // lane (one at a time, in order), or every parked record to the DLQ under
 // OnDeadLetterDeadLetter, and unblocks the key when nothing is left. carrier
-// is the entry whose transaction carries any op this writes.
+// is the entry whose transaction carries any op this writes; nil writes
+// them with the next transaction.
 func (e *Engine) feed(l *lane, carrier *entry) {
-	if l.deadLettering {
+	if l.deadLettering && !l.dlqGate {
 		for _, p := range l.parked {
 			e.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassPermanent},
 				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.gapAfter + " (on_dead_letter: dead_letter)", At: time.Now()})
@@ -362,14 +373,21 @@ func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 	if e.opts.Ordering == OrderingPartition {
 		key = []byte{}
 	}
-	carrier.moves = append(carrier.moves, move{rec: e.opRecord(l.sh.p, key, opUnblock, "")})
 	markers := l.markers
 	l.markers = nil
 	l.blockWritten = false
-	carrier.after = append(carrier.after, func() {
+	settle := func() {
 		for _, m := range markers {
 			m.settled = true
 		}
-	})
+	}
+	op := move{rec: e.opRecord(l.sh.p, key, opUnblock, "")}
+	if carrier == nil {
+		e.loose = append(e.loose, op)
+		e.looseAfter = append(e.looseAfter, settle)
+	} else {
+		carrier.moves = append(carrier.moves, op)
+		carrier.after = append(carrier.after, settle)
+	}
 	e.stats.BlockedKeys.Add(-1)
 }

@@ -22,6 +22,7 @@ const parkStage = -1
 type shard struct {
 	p      int32
 	queues map[string]*queue
+	order  []*queue // source, tiers, parking: the order moves are written in
 	src    *queue
 	tiers  []*queue
 	park   *queue // nil without parking
@@ -91,6 +92,7 @@ type lane struct {
 	queued  bool
 
 	// Parking state (ordering key or partition); see parking.go.
+	dlqGate       bool     // the dead-lettered head's DLQ write is not committed yet
 	heads         int      // records of the key in the tiers (block ops not yet released)
 	releasing     bool     // delivering parked records one by one
 	hold          bool     // head dead-lettered under OnDeadLetterHold
@@ -143,9 +145,11 @@ func (e *Engine) shardFor(p int32) *shard {
 		sh.tiers = append(sh.tiers, q)
 		sh.queues[q.topic] = q
 	}
+	sh.order = append([]*queue{sh.src}, sh.tiers...)
 	if e.parking() {
 		sh.park = &queue{topic: e.opts.ParkingTopic, stage: parkStage}
 		sh.queues[sh.park.topic] = sh.park
+		sh.order = append(sh.order, sh.park)
 		sh.restoring = true
 		sh.barrierPending = true
 		sh.nonce = fmt.Sprintf("%s-%d-%d", e.instanceTag, e.gen, p)
@@ -495,10 +499,10 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 		set(q, sh.restoring || notDue || full(q))
 	}
 	if pause != nil {
-		e.sess.Client().PauseFetchPartitions(pause)
+		e.cl.Load().PauseFetchPartitions(pause)
 	}
 	if resume != nil {
-		e.sess.Client().ResumeFetchPartitions(resume)
+		e.cl.Load().ResumeFetchPartitions(resume)
 	}
 }
 
@@ -549,12 +553,15 @@ func (e *Engine) prepare() *txn {
 		tx.after = append(tx.after, en.after...)
 	}
 	advanced := false
+	tx.moves = append(tx.moves, e.loose...)
+	tx.after = append(tx.after, e.looseAfter...)
+	e.loose, e.looseAfter = nil, nil
 	for _, sh := range e.shards {
 		if sh.barrierPending {
 			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
 			tx.barriers = append(tx.barriers, sh)
 		}
-		for _, q := range sh.queues {
+		for _, q := range sh.order {
 			if q.stage == parkStage {
 				for _, en := range q.entries {
 					if en.settled {
