@@ -116,8 +116,8 @@ func wantDefaults(t *testing.T, c *config.Config) {
 		Log:     config.Log{Level: "info", Format: "text"},
 		Lag:     config.Lag{Interval: 30 * time.Second, Timeout: 10 * time.Second, Window: 10},
 		Topics: []config.Topic{{
-			Name:     "orders",
-			Group:    "orders-kretry",
+			Name:         "orders",
+			Group:        "orders-kretry",
 			Ordering:     "key",
 			OnDeadLetter: "release",
 			Retry: config.Retry{

@@ -15,16 +15,17 @@ import (
 //
 //   - parked records: a source record of a blocked key, byte for byte, behind
 //     the kretry header run (kretry-stage is the parking topic);
+//
 //   - op records, whose first header is kretry-parking-op, keyed by the lane
 //     key (the record key; "" for ordering partition), with no value:
 //
-//	block    a record of the key went to a tier: the key is blocked
-//	release  that record left the tiers (done, or dead-lettered: the policy
-//	         and the dead-lettered ce-id are in kretry-parking-ref)
-//	settle   the parked record at offset kretry-parking-ref was delivered,
-//	         moved on or dead-lettered
-//	unblock  the key has no record in the tiers and none parked
-//	barrier  written by a new owner of the partition; see below
+//     block    a record of the key went to a tier: the key is blocked
+//     release  that record left the tiers (done, or dead-lettered: the policy
+//     and the dead-lettered ce-id are in kretry-parking-ref)
+//     settle   the parked record at offset kretry-parking-ref was delivered,
+//     moved on or dead-lettered
+//     unblock  the key has no record in the tiers and none parked
+//     barrier  written by a new owner of the partition; see below
 //
 // Ops are written in the same transaction as the move or commit they
 // describe. On assignment the new owner writes a barrier record with a
