@@ -32,6 +32,8 @@ Usage:
   kretry broker   [--listen ADDR] [--data-dir DIR]
                                         run the embedded broker alone
   kretry validate -c config.yaml        check a config and exit
+  kretry parking release -c config.yaml --topic T --key K
+                                        release a key held after a dead letter
   kretry version
 
 The config path may also come from KRETRY_CONFIG. Every config key can be
@@ -55,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBroker(ctx, args, stdout, stderr)
 	case "validate":
 		return cmdValidate(args, stdout, stderr)
+	case "parking":
+		return cmdParking(ctx, args, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kretry", engine.Version)
 		return exitOK
