@@ -1,0 +1,711 @@
+package lag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Monitor scans consumer groups for lag, age and status. Create it with
+// New; call Scan for one scan or Run for one every Config.Interval. The
+// latest scan feeds the metrics (WithMeterProvider) and Latest.
+type Monitor struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	fetch *fetcher
+	mp    metric.MeterProvider
+	inst  *instruments
+
+	scanMu  sync.Mutex // one scan at a time: the history is the scans' order
+	history map[rowKey]*history
+	gen     uint64 // the scan count, to drop the history of rows gone
+	lastErr string
+
+	mu     sync.RWMutex
+	latest *Snapshot
+}
+
+// history is the samples of one row, the latest last.
+type history struct {
+	samples []Sample
+	gen     uint64 // the scan that saw the row last
+}
+
+type rowKey struct {
+	group, topic string
+	partition    int32
+}
+
+// Option configures a Monitor.
+type Option func(*Monitor)
+
+// WithLogger sets the logger for scan failures; the default is
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(m *Monitor) { m.log = l } }
+
+// WithMeterProvider exports the latest scan as observable gauges, plus the
+// scans themselves (see docs/METRICS.md); the default exports nothing.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(m *Monitor) { m.mp = mp } }
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option { return func(m *Monitor) { m.now = now } }
+
+// New returns a Monitor that talks to the cluster through cl, a client
+// without a consumer group (New neither consumes with it nor closes it).
+// It returns an error only when the metric instruments cannot be created.
+func New(cl *kgo.Client, cfg Config, opts ...Option) (*Monitor, error) {
+	cfg.setDefaults()
+	m := &Monitor{
+		cl:      cl,
+		adm:     kadm.NewClient(cl),
+		cfg:     cfg,
+		log:     slog.Default(),
+		now:     time.Now,
+		fetch:   newFetcher(cl),
+		history: map[rowKey]*history{},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.mp != nil {
+		inst, err := newInstruments(m, m.mp)
+		if err != nil {
+			return nil, err
+		}
+		m.inst = inst
+	}
+	return m, nil
+}
+
+// Config returns the Monitor's config, defaults filled in.
+func (m *Monitor) Config() Config { return m.cfg }
+
+// Latest returns the latest scan, nil before the first one. The snapshot
+// is shared: do not modify it.
+func (m *Monitor) Latest() *Snapshot {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.latest
+}
+
+// Close unregisters the metric callbacks. The client stays open.
+func (m *Monitor) Close() error {
+	if m.inst != nil {
+		return m.inst.close()
+	}
+	return nil
+}
+
+// Run scans at once and then every Config.Interval until ctx is done; it
+// returns nil then. A failed scan is logged (at warn level when its error
+// differs from the previous scan's) and shows in the snapshot and the
+// metrics as status ERR; the next scan tries again.
+func (m *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		_, err := m.Scan(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch msg := errString(err); {
+		case msg != "" && msg != m.lastErr:
+			m.log.Warn("lag scan incomplete", "err", err)
+		case msg == "" && m.lastErr != "":
+			m.log.Info("lag scan complete again")
+		}
+		m.lastErr = errString(err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// call bounds one broker call by Config.Timeout.
+func (m *Monitor) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.cfg.Timeout)
+}
+
+// listed is one partition's answer to a ListOffsets.
+type listed struct {
+	offset int64
+	err    error
+}
+
+type offsetMap map[string]map[int32]listed
+
+func (o offsetMap) get(t string, p int32) (listed, bool) {
+	l, ok := o[t][p]
+	return l, ok
+}
+
+// Scan runs one scan and returns its snapshot, also when it is incomplete:
+// the partitions it could not measure have status ERR and an Error, and
+// the returned error joins what went wrong (nil when nothing did). Scans
+// do not overlap: a second caller waits for the first.
+//
+// Requests per scan, each under Config.Timeout: one OffsetFetch for all
+// groups and one DescribeGroups (per group coordinator), one Metadata,
+// then per partition leader one ListOffsets for the log start offsets, one
+// for the high watermarks and, for topics read committed, one for the last
+// stable offsets (a ListOffsets asks one offset per partition at one
+// isolation level); then the record fetch for the ages of the lagging
+// partitions, one Fetch per leader and isolation level per round.
+func (m *Monitor) Scan(ctx context.Context) (*Snapshot, error) {
+	m.scanMu.Lock()
+	defer m.scanMu.Unlock()
+	start := m.now()
+	snap := &Snapshot{Time: start}
+	var errs []error
+	fail := func(err error) {
+		errs = append(errs, err)
+		snap.Errors = append(snap.Errors, err.Error())
+	}
+
+	groups := slices.Clone(m.cfg.Groups)
+	names := make([]string, 0, len(groups)+1)
+	for _, g := range groups {
+		names = append(names, g.Name)
+	}
+	if m.cfg.DLQGroup != "" && !slices.Contains(names, m.cfg.DLQGroup) {
+		names = append(names, m.cfg.DLQGroup)
+	}
+
+	// Commits and group descriptions.
+	var (
+		fetched   kadm.FetchOffsetsResponses
+		described kadm.DescribedGroups
+		descErr   error
+		wg        sync.WaitGroup
+	)
+	if len(names) > 0 {
+		wg.Go(func() {
+			c, cancel := m.call(ctx)
+			defer cancel()
+			fetched = m.adm.FetchManyOffsets(c, names...)
+		})
+		wg.Go(func() {
+			c, cancel := m.call(ctx)
+			defer cancel()
+			described, descErr = m.adm.DescribeGroups(c, names...)
+		})
+		wg.Wait()
+	}
+	if descErr != nil && len(described) == 0 {
+		fail(fmt.Errorf("describe groups: %w", descErr))
+	}
+	commits := map[string]kadm.OffsetResponses{}
+	groupErr := map[string]error{}
+	for _, name := range names {
+		r, ok := fetched[name]
+		switch {
+		case !ok:
+			groupErr[name] = errors.New("no offset fetch answer")
+		case r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound):
+			groupErr[name] = r.Err
+		default:
+			// A group that does not exist (any more) has no commits.
+			commits[name] = r.Fetched
+		}
+		if err := groupErr[name]; err != nil {
+			fail(fmt.Errorf("group %q: fetch offsets: %w", name, err))
+		}
+	}
+	assigned := map[string]map[string]map[int32]bool{}
+	for _, name := range names {
+		info := GroupInfo{Name: name}
+		d, ok := described[name]
+		switch {
+		case ok && d.Err == nil:
+			info.State, info.Members = d.State, len(d.Members)
+			a := map[string]map[int32]bool{}
+			for t, ps := range d.AssignedPartitions() {
+				a[t] = map[int32]bool{}
+				for p := range ps {
+					a[t][p] = true
+				}
+			}
+			assigned[name] = a
+		case ok:
+			info.Error = d.Err.Error()
+		case descErr != nil:
+			info.Error = descErr.Error()
+		}
+		if err := groupErr[name]; err != nil {
+			info.Error = err.Error()
+		}
+		snap.Groups = append(snap.Groups, info)
+	}
+
+	// The topics to look at.
+	var topics []string
+	seen := map[string]bool{}
+	addTopic := func(t string) {
+		if !seen[t] {
+			seen[t] = true
+			topics = append(topics, t)
+		}
+	}
+	for _, g := range groups {
+		for _, t := range g.Topics {
+			addTopic(t.Name)
+		}
+		for t := range commits[g.Name] {
+			addTopic(t)
+		}
+		for t := range assigned[g.Name] {
+			addTopic(t)
+		}
+	}
+	for _, d := range m.cfg.DLQs {
+		addTopic(d.Topic)
+	}
+	slices.Sort(topics)
+
+	meta, err := m.metadata(ctx, topics)
+	if err != nil {
+		fail(fmt.Errorf("metadata: %w", err))
+		rows, dlq := m.failedRows(err)
+		return m.finish(snap, rows, dlq, errs)
+	}
+
+	// Which topics need a last stable offset.
+	committedTopics := map[string]bool{}
+	for _, g := range groups {
+		if !g.ReadCommitted {
+			continue
+		}
+		for _, t := range g.Topics {
+			committedTopics[t.Name] = true
+		}
+		for t := range commits[g.Name] {
+			committedTopics[t] = true
+		}
+		for t := range assigned[g.Name] {
+			committedTopics[t] = true
+		}
+	}
+	for _, d := range m.cfg.DLQs {
+		committedTopics[d.Topic] = true
+	}
+	all := map[string][]int32{}
+	lsoParts := map[string][]int32{}
+	for _, t := range topics {
+		md, ok := meta[t]
+		if !ok || md.err != nil {
+			continue
+		}
+		all[t] = md.partitions
+		if committedTopics[t] {
+			lsoParts[t] = md.partitions
+		}
+	}
+	var starts, hwms, lsos offsetMap
+	var listErrs [3]error
+	wg.Go(func() { starts, listErrs[0] = m.listOffsets(ctx, all, -2, 0) })
+	wg.Go(func() { hwms, listErrs[1] = m.listOffsets(ctx, all, -1, 0) })
+	wg.Go(func() { lsos, listErrs[2] = m.listOffsets(ctx, lsoParts, -1, 1) })
+	wg.Wait()
+	for i, what := range []string{"log start", "high watermark", "last stable"} {
+		if listErrs[i] != nil {
+			fail(fmt.Errorf("list %s offsets: %w", what, listErrs[i]))
+		}
+	}
+
+	// Rows.
+	var rows []Row
+	if prev := m.Latest(); prev != nil {
+		rows = make([]Row, 0, len(prev.Rows))
+	}
+	newRow := func(group string, rc bool, topic string, p int32, committed int64, commitErr error) Row {
+		r := Row{Group: group, Topic: topic, Partition: p, Committed: committed, LastStable: -1, Lag: -1, readCommitted: rc}
+		var e error
+		s, ok1 := starts.get(topic, p)
+		h, ok2 := hwms.get(topic, p)
+		switch {
+		case commitErr != nil:
+			e = commitErr
+		case !ok1 || !ok2:
+			e = errors.New("offsets not listed")
+		case s.err != nil:
+			e = s.err
+		case h.err != nil:
+			e = h.err
+		}
+		r.LogStart, r.HighWatermark, r.End = s.offset, h.offset, h.offset
+		if l, ok := lsos.get(topic, p); ok {
+			if l.err == nil {
+				r.LastStable = l.offset
+			}
+			if rc && e == nil {
+				if l.err != nil {
+					e = l.err
+				}
+				r.End = l.offset
+			}
+		} else if rc && e == nil {
+			e = errors.New("last stable offset not listed")
+		}
+		if e != nil {
+			r.Error = e.Error()
+			return r
+		}
+		r.Lag, _, r.Flags = Compute(committed, r.LogStart, r.End)
+		return r
+	}
+	for _, g := range groups {
+		stage := map[string]Topic{}
+		for _, t := range g.Topics {
+			stage[t.Name] = t
+		}
+		gTopics := map[string]bool{}
+		for _, t := range g.Topics {
+			gTopics[t.Name] = true
+		}
+		for t := range commits[g.Name] {
+			gTopics[t] = true
+		}
+		for t := range assigned[g.Name] {
+			gTopics[t] = true
+		}
+		if err := groupErr[g.Name]; err != nil {
+			rows = append(rows, m.failedGroupRows(g, err, meta)...)
+			continue
+		}
+		for _, t := range slices.Sorted(mapKeys(gTopics)) {
+			md, ok := meta[t]
+			_, expected := stage[t]
+			if !ok || md.err != nil {
+				if expected {
+					fail(fmt.Errorf("group %q: topic %q: %w", g.Name, t, cmpErr(md.err, kerr.UnknownTopicOrPartition)))
+				}
+				continue // a deleted topic's commits are no series
+			}
+			for _, p := range md.partitions {
+				c, hasCommit := commits[g.Name][t][p]
+				if !expected && !hasCommit && !assigned[g.Name][t][p] {
+					continue
+				}
+				committed := int64(-1)
+				var cerr error
+				if hasCommit {
+					committed, cerr = c.At, c.Err
+				}
+				r := newRow(g.Name, g.ReadCommitted, t, p, committed, cerr)
+				r.Assigned = assigned[g.Name][t][p]
+				if st, ok := stage[t]; ok {
+					r.Source, r.Stage, r.Wait = st.Source, st.Stage, st.Wait
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	var dlqRows []Row
+	for _, d := range m.cfg.DLQs {
+		md, ok := meta[d.Topic]
+		if !ok || md.err != nil {
+			fail(fmt.Errorf("dlq %q: %w", d.Topic, cmpErr(md.err, kerr.UnknownTopicOrPartition)))
+			continue
+		}
+		for _, p := range md.partitions {
+			committed := int64(-1)
+			var cerr error
+			if m.cfg.DLQGroup != "" {
+				if err := groupErr[m.cfg.DLQGroup]; err != nil {
+					cerr = err
+				} else if c, ok := commits[m.cfg.DLQGroup][d.Topic][p]; ok {
+					committed, cerr = c.At, c.Err
+				}
+			}
+			r := newRow(m.cfg.DLQGroup, true, d.Topic, p, committed, cerr)
+			r.Source, r.Stage = d.Source, StageDLQ
+			// Records wait in a DLQ by design: no commit is no flag there.
+			r.NoCommit = false
+			dlqRows = append(dlqRows, r)
+		}
+	}
+
+	m.ages(ctx, start, meta, rows, dlqRows)
+	return m.finish(snap, rows, dlqRows, errs)
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func cmpErr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// ages fills Age, AgeKnown and MarkersOnly of the rows.
+func (m *Monitor) ages(ctx context.Context, now time.Time, meta map[string]topicMeta, sets ...[]Row) {
+	n := 0
+	for _, rows := range sets {
+		n += len(rows)
+	}
+	wants := make([]fetchWant, 0, n)
+	keyOf := func(r *Row) fetchKey {
+		_, from, _ := Compute(r.Committed, r.LogStart, r.End)
+		return fetchKey{id: meta[r.Topic].id, topic: r.Topic, partition: r.Partition, from: from, committed: r.readCommitted}
+	}
+	for _, rows := range sets {
+		for i := range rows {
+			r := &rows[i]
+			if r.Error != "" {
+				continue
+			}
+			if r.Lag == 0 {
+				r.AgeKnown = true
+				continue
+			}
+			k := keyOf(r)
+			wants = append(wants, fetchWant{key: k, end: r.End, leader: meta[r.Topic].leaders[r.Partition]})
+		}
+	}
+	if len(wants) == 0 {
+		m.fetch.cache = map[fetchKey]fetchResult{}
+		return
+	}
+	c, cancel := m.call(ctx)
+	defer cancel()
+	res, st := m.fetch.fetch(c, wants)
+	if st.Unresolved > 0 {
+		m.log.Debug("lag: ages of some partitions not read in time", "unresolved", st.Unresolved, "rounds", st.Rounds)
+	}
+	for _, rows := range sets {
+		for i := range rows {
+			r := &rows[i]
+			if r.Error != "" || r.Lag == 0 {
+				continue
+			}
+			k := keyOf(r)
+			got, ok := res[k]
+			switch {
+			case !ok:
+			case got.found:
+				r.Age, r.AgeKnown = max(now.Sub(got.ts), 0), true
+			default:
+				r.Lag, r.Age, r.AgeKnown, r.MarkersOnly = 0, 0, true, true
+			}
+		}
+	}
+}
+
+type topicMeta struct {
+	id         [16]byte
+	partitions []int32 // sorted
+	leaders    map[int32]int32
+	err        error
+}
+
+// metadata asks for topics in one Metadata request that never creates a
+// topic (the embedded broker creates topics on request otherwise).
+func (m *Monitor) metadata(ctx context.Context, topics []string) (map[string]topicMeta, error) {
+	out := make(map[string]topicMeta, len(topics))
+	if len(topics) == 0 {
+		return out, nil
+	}
+	c, cancel := m.call(ctx)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(c, m.cl)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		tm := topicMeta{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode), leaders: make(map[int32]int32, len(t.Partitions))}
+		for _, p := range t.Partitions {
+			tm.partitions = append(tm.partitions, p.Partition)
+			tm.leaders[p.Partition] = p.Leader
+		}
+		slices.Sort(tm.partitions)
+		out[*t.Topic] = tm
+	}
+	return out, nil
+}
+
+// listOffsets lists one kind of offset (timestamp -2: log start, -1: end)
+// at one isolation level (0: high watermark, 1: last stable offset) for
+// parts, in one request per partition leader.
+func (m *Monitor) listOffsets(ctx context.Context, parts map[string][]int32, timestamp int64, isolation int8) (offsetMap, error) {
+	out := offsetMap{}
+	if len(parts) == 0 {
+		return out, nil
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	for t, ps := range parts {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = t
+		for _, p := range ps {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = p
+			rp.Timestamp = timestamp
+			rp.CurrentLeaderEpoch = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	c, cancel := m.call(ctx)
+	defer cancel()
+	set := func(t string, p int32, l listed) {
+		if out[t] == nil {
+			out[t] = map[int32]listed{}
+		}
+		out[t][p] = l
+	}
+	var errs []error
+	for _, sh := range m.cl.RequestSharded(c, req) {
+		if sh.Err != nil {
+			for _, t := range sh.Req.(*kmsg.ListOffsetsRequest).Topics {
+				for _, p := range t.Partitions {
+					set(t.Topic, p.Partition, listed{offset: -1, err: sh.Err})
+				}
+			}
+			if !slices.ContainsFunc(errs, func(e error) bool { return e.Error() == sh.Err.Error() }) {
+				errs = append(errs, sh.Err)
+			}
+			continue
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				set(t.Topic, p.Partition, listed{offset: p.Offset, err: kerr.ErrorForCode(p.ErrorCode)})
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// failedRows repeats the previous scan's rows with err, for a scan that
+// could not even list the topics.
+func (m *Monitor) failedRows(err error) (rows, dlq []Row) {
+	prev := m.Latest()
+	if prev == nil {
+		return nil, nil
+	}
+	fail := func(in []Row) []Row {
+		out := slices.Clone(in)
+		for i := range out {
+			out[i].Error, out[i].Lag, out[i].Age, out[i].AgeKnown = err.Error(), -1, 0, false
+		}
+		return out
+	}
+	return fail(prev.Rows), fail(prev.DLQ)
+}
+
+// failedGroupRows are the rows of a group whose commits could not be
+// fetched: the previous scan's, or else the expected topics' partitions.
+func (m *Monitor) failedGroupRows(g Group, err error, meta map[string]topicMeta) []Row {
+	var out []Row
+	if prev := m.Latest(); prev != nil {
+		for _, r := range prev.Rows {
+			if r.Group == g.Name {
+				r.Error, r.Lag, r.Age, r.AgeKnown = err.Error(), -1, 0, false
+				out = append(out, r)
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, t := range g.Topics {
+		for _, p := range meta[t.Name].partitions {
+			out = append(out, Row{Group: g.Name, Topic: t.Name, Partition: p, Source: t.Source, Stage: t.Stage, Wait: t.Wait,
+				Committed: -1, LastStable: -1, Lag: -1, Error: err.Error(), readCommitted: g.ReadCommitted})
+		}
+	}
+	return out
+}
+
+// finish evaluates the statuses, keeps the history of the rows seen and
+// publishes the snapshot.
+func (m *Monitor) finish(snap *Snapshot, rows, dlq []Row, errs []error) (*Snapshot, error) {
+	m.gen++
+	worst := map[string]Status{}
+	for i := range rows {
+		r := &rows[i]
+		k := rowKey{r.Group, r.Topic, r.Partition}
+		h := m.history[k]
+		if h == nil {
+			h = &history{samples: make([]Sample, 0, m.cfg.Window+1)}
+			m.history[k] = h
+		}
+		h.gen = m.gen
+		h.samples = append(h.samples, Sample{Time: snap.Time, Committed: r.Committed, Lag: r.Lag, Err: r.Error != ""})
+		if len(h.samples) > m.cfg.Window {
+			h.samples = append(h.samples[:0], h.samples[len(h.samples)-m.cfg.Window:]...)
+		}
+		r.Status = Evaluate(h.samples, Facts{Window: m.cfg.Window, Wait: r.Wait, Age: r.Age, AgeKnown: r.AgeKnown, Assigned: r.Assigned})
+		worst[r.Group] = max(worst[r.Group], r.Status)
+	}
+	for k, h := range m.history {
+		if h.gen != m.gen {
+			delete(m.history, k) // gone: a deleted topic or group, a moved assignment
+		}
+	}
+	for i := range dlq {
+		if dlq[i].Error != "" {
+			dlq[i].Status = StatusErr
+		}
+	}
+	for i := range snap.Groups {
+		g := &snap.Groups[i]
+		g.Status = worst[g.Name]
+		if g.Error != "" {
+			g.Status = StatusErr
+		}
+	}
+	sortRows(rows)
+	sortRows(dlq)
+	snap.Rows, snap.DLQ = rows, dlq
+	snap.Duration = m.now().Sub(snap.Time)
+	m.mu.Lock()
+	m.latest = snap
+	m.mu.Unlock()
+	err := errors.Join(errs...)
+	if m.inst != nil {
+		m.inst.scanned(snap, err)
+	}
+	return snap, err
+}
