@@ -220,11 +220,13 @@ func printReport(w io.Writer, r *demo.Report) {
 	}
 	fmt.Fprintf(w, "dead-lettered  %d  (permanent %d, exhausted %d; DLQ duplicates %d)\n",
 		r.DeadLettered, r.DeadLetteredByClass["permanent"], r.DeadLetteredByClass["exhausted"], r.DLQDuplicates)
+	fmt.Fprintf(w, "parked         %d  (records parked behind a retrying record of their key; at most %d keys blocked at once)\n", r.Parked, r.MaxBlockedKeys)
+	fmt.Fprintf(w, "order          %d violations (per key, acknowledged in source order)\n", r.OrderViolations)
 	fmt.Fprintf(w, "lost           %d\n", r.Lost)
 	fmt.Fprintf(w, "duration       %.1fs\n", float64(r.DurationMS)/1000)
 	if r.OK {
-		fmt.Fprintln(w, "\nOK: every record was acknowledged or dead-lettered exactly once.")
+		fmt.Fprintln(w, "\nOK: every record was acknowledged or dead-lettered exactly once, each key in order.")
 	} else {
-		fmt.Fprintln(w, "\nFAILED: records were lost or duplicated:", strings.Join(r.LostIDs, " "))
+		fmt.Fprintln(w, "\nFAILED: records were lost, duplicated in the DLQ or delivered out of order:", strings.Join(append(r.LostIDs, r.OrderExamples...), "; "))
 	}
 }

@@ -70,10 +70,19 @@ type Report struct {
 	Lost                int            `json:"lost"`
 	// Redelivered counts repeated acknowledgements (at-least-once
 	// delivery; the app dedups on ce-id).
-	Redelivered   int   `json:"redelivered"`
-	DLQDuplicates int   `json:"dlq_duplicates"`
-	DurationMS    int64 `json:"duration_ms"`
-	// OK: nothing lost, no DLQ duplicate, produced = delivered + dead_lettered.
+	Redelivered   int `json:"redelivered"`
+	DLQDuplicates int `json:"dlq_duplicates"`
+	// Parked counts records parked behind a retrying record of their key.
+	Parked int64 `json:"parked"`
+	// MaxBlockedKeys is the most keys blocked at once, as sampled.
+	MaxBlockedKeys int64 `json:"max_blocked_keys"`
+	// OrderViolations counts records the app acknowledged after a later
+	// record of their key (must be 0).
+	OrderViolations int      `json:"order_violations"`
+	OrderExamples   []string `json:"order_examples,omitempty"`
+	DurationMS      int64    `json:"duration_ms"`
+	// OK: nothing lost, no DLQ duplicate, produced = delivered +
+	// dead_lettered, no order violation.
 	OK      bool     `json:"ok"`
 	LostIDs []string `json:"lost_ids,omitempty"`
 	// ExpectedDeadLettered is what the sample app's behaviours predict per
@@ -103,6 +112,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	start := time.Now()
 	ledger := check.NewLedger()
+	order := check.NewOrder()
 
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3, Logger: log})
 	if err != nil {
@@ -110,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer b.Close()
 
-	app, err := startApp(ledger)
+	app, err := startApp(ledger, order)
 	if err != nil {
 		return nil, err
 	}
@@ -180,21 +190,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 
-	produced, err := produce(ctx, b.Addrs(), topic.Name, o.Records, ledger)
+	produced, err := produce(ctx, b.Addrs(), topic.Name, o.Records, ledger, order)
 	if err != nil {
 		return nil, err
 	}
 
 	eng := sc.Engines[0]
+	var maxBlocked int64
 	progress := func(final bool) {
 		if o.Progress == nil {
 			return
 		}
 		c := ledger.Check()
 		st := eng.Stats()
-		line := fmt.Sprintf("produced %d  delivered %d  retried %d/%d/%d  dead-lettered %d  in flight %d  %.1fs",
+		blocked := st.BlockedKeys.Load()
+		if blocked > maxBlocked {
+			maxBlocked = blocked
+		}
+		line := fmt.Sprintf("produced %d  delivered %d  retried %d/%d/%d  dead-lettered %d  blocked keys %d  parked %d  in flight %d  %.1fs",
 			produced, c.Delivered, st.Retried[0].Load(), st.Retried[1].Load(), st.Retried[2].Load(),
-			c.DeadLettered, st.InFlight.Load(), time.Since(start).Seconds())
+			c.DeadLettered, blocked, st.ParkedRecords.Load(), st.InFlight.Load(), time.Since(start).Seconds())
 		switch {
 		case o.Live:
 			fmt.Fprintf(o.Progress, "\r\033[K%s", line)
@@ -209,6 +224,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Live {
 		every = 100 * time.Millisecond
 	}
+	sample := time.NewTicker(50 * time.Millisecond)
+	defer sample.Stop()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	deadline := time.After(o.Timeout)
@@ -217,6 +234,8 @@ wait:
 		select {
 		case <-tick.C:
 			progress(false)
+		case <-sample.C:
+			maxBlocked = max(maxBlocked, eng.Stats().BlockedKeys.Load())
 		case <-deadline:
 			break wait
 		case err := <-done:
@@ -232,6 +251,7 @@ wait:
 	}
 
 	c := ledger.Check()
+	violations, examples := order.Violations()
 	r := &Report{
 		Produced:            c.Produced,
 		Delivered:           c.Delivered,
@@ -242,8 +262,12 @@ wait:
 		Redelivered:         c.Redelivered,
 		DLQDuplicates:       c.DLQDuplicates,
 		DurationMS:          time.Since(start).Milliseconds(),
-		OK:                  c.OK(),
+		OK:                  c.OK() && violations == 0,
 		LostIDs:             c.LostIDs,
+		Parked:              eng.Stats().Parked.Load(),
+		MaxBlockedKeys:      maxBlocked,
+		OrderViolations:     violations,
+		OrderExamples:       examples,
 	}
 	classMu.Lock()
 	r.DeadLetteredByClass = map[string]int{}
@@ -289,7 +313,7 @@ type order struct {
 var items = []string{"keyboard", "monitor", "cable", "dock", "mouse", "headset", "webcam"}
 
 // produce writes n keyed order records and notes each in the ledger.
-func produce(ctx context.Context, addrs []string, topic string, n int, l *check.Ledger) (int, error) {
+func produce(ctx context.Context, addrs []string, topic string, n int, l *check.Ledger, ord *check.Order) (int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return 0, err
@@ -302,7 +326,7 @@ func produce(ctx context.Context, addrs []string, topic string, n int, l *check.
 		ok   int
 	)
 	for i := range n {
-		cust := "customer-" + strconv.Itoa(i%97)
+		cust := "customer-" + strconv.Itoa(i%max(97, n/5))
 		v, _ := json.Marshal(order{OrderID: 100000 + i, Customer: cust, Item: items[i%len(items)], Quantity: 1 + i%5, Price: float64(1+i%50) * 9.99})
 		r := &kgo.Record{Topic: topic, Key: []byte(cust), Value: v, Headers: []kgo.RecordHeader{
 			{Key: "content-type", Value: []byte("application/json")},
@@ -318,7 +342,9 @@ func produce(ctx context.Context, addrs []string, topic string, n int, l *check.
 				return
 			}
 			ok++
-			l.Produced(r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10))
+			id := r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
+			l.Produced(id)
+			ord.Produced(string(r.Key), id) // promises of one partition run in offset order
 		})
 	}
 	wg.Wait()
@@ -365,7 +391,7 @@ type app struct {
 func (a *app) Close() { a.srv.Close() }
 
 // startApp serves the sample app on a free loopback port.
-func startApp(l *check.Ledger) (*app, error) {
+func startApp(l *check.Ledger, ord *check.Order) (*app, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -404,6 +430,7 @@ func startApp(l *check.Ledger) (*app, error) {
 			return
 		}
 		l.Acked(m.ID)
+		ord.Acked(m.ID)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}

@@ -17,6 +17,12 @@ func TestDemoConservesEveryRecord(t *testing.T) {
 	if !r.OK || r.Lost != 0 || r.Produced != 600 || r.Produced != r.Delivered+r.DeadLettered || r.DLQDuplicates != 0 {
 		t.Fatalf("report not OK: %+v", r)
 	}
+	if r.OrderViolations != 0 {
+		t.Errorf("%d order violations: %v", r.OrderViolations, r.OrderExamples)
+	}
+	if r.Parked == 0 {
+		t.Errorf("nothing was parked: ordering key should park records behind retrying ones")
+	}
 	if r.DeadLetteredByClass["permanent"] == 0 || r.DeadLetteredByClass["exhausted"] == 0 {
 		t.Errorf("expected both permanent and exhausted dead letters: %v", r.DeadLetteredByClass)
 	}
