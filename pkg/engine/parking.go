@@ -119,11 +119,44 @@ func (e *Engine) park(l *lane, en *entry) {
 		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: "park", Stage: "parking",
 	}})
 	en.settled = true
-	if !l.blocked() {
-		e.stats.BlockedKeys.Add(1)
-	}
 	l.pendingParks++
 	e.stats.ParkedRecords.Add(1)
+	e.syncBlocked(l)
+}
+
+// syncBlocked keeps the BlockedKeys gauge in step with l.
+func (e *Engine) syncBlocked(l *lane) {
+	if b := l.keyed && l.blocked(); b != l.counted {
+		l.counted = b
+		if b {
+			e.stats.BlockedKeys.Add(1)
+		} else {
+			e.stats.BlockedKeys.Add(-1)
+		}
+	}
+}
+
+// spillAt is the length of a key's wait list at which its waiting source
+// records are parked (ordering key): a slow key then holds back the
+// partition's committed offset by one delivery, not by its whole backlog.
+const spillAt = 8
+
+// spill parks the source records waiting in lane l behind its running one;
+// they are delivered in order from the parking topic once it finishes.
+func (e *Engine) spill(l *lane) {
+	var keep []*entry
+	for _, w := range l.wait {
+		if w.q.stage == 0 {
+			e.park(l, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	l.wait = keep
+	if l.heads == 0 && !l.hold && !l.deadLettering {
+		l.releasing = true
+	}
+	e.syncBlocked(l)
 }
 
 // acceptParking takes a record read from the parking partition.
@@ -253,13 +286,18 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 	sh.restoring = false
 	blocked, parked := 0, 0
 	for _, l := range sh.lanes {
+		// Parked records with no head in the tiers and no hold are being
+		// released (after a head succeeded, or after a slow key spilled).
+		if len(l.parked) > 0 && l.heads == 0 && !l.hold && !l.deadLettering {
+			l.releasing = true
+		}
 		if l.blocked() {
 			blocked++
 		}
 		parked += len(l.parked)
 		e.feed(l, barrier)
+		e.syncBlocked(l)
 	}
-	e.stats.BlockedKeys.Add(int64(blocked))
 	e.stats.ParkedRecords.Add(int64(parked))
 	if blocked > 0 || parked > 0 {
 		e.log.Info("partition restored from the parking topic", "partition", sh.p, "blocked_keys", blocked, "parked_records", parked)
@@ -277,7 +315,6 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	sh := l.sh
 	key := e.laneKeyOf(en.rec)
-	wasBlocked := l.blocked()
 	stage := en.q.stage
 	if stage == parkStage {
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opSettle, strconv.FormatInt(en.rec.Offset, 10))})
@@ -326,9 +363,6 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == OnDeadLetterRelease:
 		l.gapAfter = en.origin.ID() // the next released record follows a gap
 	}
-	if !wasBlocked && l.blocked() {
-		e.stats.BlockedKeys.Add(1)
-	}
 	e.feed(l, en)
 }
 
@@ -362,6 +396,7 @@ func (e *Engine) feed(l *lane, carrier *entry) {
 		l.releasing, l.gapAfter = false, ""
 	}
 	e.maybeUnblock(l, carrier)
+	e.syncBlocked(l)
 }
 
 // maybeUnblock writes the unblock op of a key that has nothing left in the
@@ -390,5 +425,4 @@ func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 		carrier.moves = append(carrier.moves, op)
 		carrier.after = append(carrier.after, settle)
 	}
-	e.stats.BlockedKeys.Add(-1)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -302,4 +303,71 @@ func (r *recorder) callsForValue(v string) []call {
 		}
 	}
 	return out
+}
+
+// TestSlowKeySpillsToParking: a key whose deliveries take 50ms each builds a
+// backlog; its waiting records are parked, so the source's committed offset
+// does not wait for the whole backlog, the key's order holds and other keys
+// are not slowed.
+func TestSlowKeySpillsToParking(t *testing.T) {
+	e := newEnv(t, 1, time.Second)
+	slow := func(m *delivery.Message) error {
+		if string(m.Key) == "S" {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	app := &slowRecorder{recorder: e.app, slow: slow}
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, rec("S", fmt.Sprintf("s%02d", i)), rec(fmt.Sprintf("k%d", i%5), fmt.Sprintf("o%02d", i)))
+	}
+	e.produce(recs...)
+	start := time.Now()
+	eng, _ := e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	eventually(t, "other keys acknowledged", func() bool {
+		n := 0
+		for i := range 5 {
+			n += len(e.app.ackedValues(fmt.Sprintf("k%d", i)))
+		}
+		return n == 40
+	})
+	others := time.Since(start)
+	if others > time.Second {
+		t.Errorf("other keys took %v; the slow key (40 × 50ms = 2s) held them up", others)
+	}
+	// The committed source offset passes the slow key's backlog long before
+	// the slow key is done.
+	eventually(t, "source committed past the backlog", func() bool {
+		offs, err := e.adm.FetchOffsets(context.Background(), "orders-kretry")
+		if err != nil {
+			return false
+		}
+		o, ok := offs.Lookup("orders", 0)
+		return ok && o.At >= 70
+	})
+	if n := len(e.app.ackedValues("S")); n >= 40 {
+		t.Errorf("the slow key already finished (%d acks): the check above proved nothing", n)
+	}
+	eventually(t, "parking committed", func() bool { return eng.Stats().Parked.Load() > 0 })
+	eventually(t, "slow key done", func() bool { return len(e.app.ackedValues("S")) == 40 })
+	got := e.app.ackedValues("S")
+	for i, v := range got {
+		if v != fmt.Sprintf("s%02d", i) {
+			t.Fatalf("slow key out of order at %d: %v", i, got)
+		}
+	}
+}
+
+// slowRecorder runs slow before the recorder.
+type slowRecorder struct {
+	*recorder
+	slow func(*delivery.Message) error
+}
+
+func (s *slowRecorder) Deliver(ctx context.Context, m *delivery.Message) error {
+	if err := s.slow(m); err != nil {
+		return err
+	}
+	return s.recorder.Deliver(ctx, m)
 }

@@ -93,6 +93,7 @@ type lane struct {
 
 	// Parking state (ordering key or partition); see parking.go.
 	dlqGate       bool     // the dead-lettered head's DLQ write is not committed yet
+	counted       bool     // counted in Stats.BlockedKeys
 	heads         int      // records of the key in the tiers (block ops not yet released)
 	releasing     bool     // delivering parked records one by one
 	hold          bool     // head dead-lettered under OnDeadLetterHold
@@ -221,6 +222,9 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 			return
 		}
 		e.push(l, en)
+		if e.opts.Ordering == OrderingKey && l.keyed && len(l.wait) >= spillAt {
+			e.spill(l)
+		}
 	case parkStage:
 		e.acceptParking(sh, en)
 	default:
@@ -520,7 +524,7 @@ func (sh *shard) parkedCount() int {
 func (sh *shard) blockedCount() int {
 	n := 0
 	for _, l := range sh.lanes {
-		if l.blocked() {
+		if l.counted {
 			n++
 		}
 	}
