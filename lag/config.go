@@ -98,7 +98,10 @@ func (c *Config) setDefaults() {
 
 // FromConfig derives the Monitor's Config from a validated kretry config:
 // per configured topic, its group reading committed the source, each tier
-// and (when ordering is key or partition) the parking topic; its DLQ; the
+// and (when ordering is key or partition) the parking topic, whose Wait is
+// the sum of the tiers' (a parked record waits for its key's head to pass
+// them all; with on_dead_letter hold it waits for an operator, which the
+// status reports as a stall on purpose); its DLQ; the
 // further groups of lag.groups; and lag.interval, lag.timeout, lag.window,
 // lag.dlq_group and metrics.per_partition.
 func FromConfig(c *config.Config) Config {
@@ -127,7 +130,11 @@ func FromConfig(c *config.Config) Config {
 			g.Topics = append(g.Topics, Topic{Name: name, Source: t.Name, Stage: TierStage(i + 1), Wait: wait})
 		}
 		if t.Ordering == config.OrderingKey || t.Ordering == config.OrderingPartition {
-			g.Topics = append(g.Topics, Topic{Name: retrytopics.ParkingTopic(t.Name), Source: t.Name, Stage: StageParking, Wait: total})
+			name := t.Parking.Topic
+			if name == "" {
+				name = retrytopics.ParkingTopic(t.Name)
+			}
+			g.Topics = append(g.Topics, Topic{Name: name, Source: t.Name, Stage: StageParking, Wait: total})
 		}
 		out.Groups = append(out.Groups, g)
 		out.DLQs = append(out.DLQs, DLQ{Topic: t.DLQ.Topic, Source: t.Name})

@@ -101,20 +101,27 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		d = h
 	}
 
+	// Metrics: /metrics, the engines' Observer, the lag monitor (observe.go).
+	obs, err := newObservability(cfg, s.Brokers, clientOpts, log)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
+
 	var srv *http.Server
 	if cfg.Metrics.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
 		if err != nil {
 			return fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
 		}
-		srv = &http.Server{Handler: s.healthHandler(), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: obs.handler(s.healthHandler()), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			srv.Shutdown(sctx)
 		}()
-		log.Info("health endpoint listening", "addr", ln.Addr().String())
+		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
 	}
 
 	host, _ := os.Hostname()
@@ -137,12 +144,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			ParkingTopic:    t.Parking.Topic,
 			OnDeadLetter:    t.OnDeadLetter,
 			MaxParked:       t.Parking.MaxRecords,
+			Observer:        obs.observer(),
 			Logger:          log,
 		})
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", t.Name, err)
 		}
 		s.Engines = append(s.Engines, e)
+		obs.watchEngine(t.Group, t.Name, e)
 	}
 
 	var wg sync.WaitGroup
@@ -157,6 +166,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			}
 		})
 	}
+	wg.Go(func() { obs.run(rctx) })
 	s.ready.Store(true)
 	if o.Started != nil {
 		o.Started(s)

@@ -143,3 +143,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	}
 	return t.mp.Shutdown(ctx)
 }
+
+// ObserveEngine reports an engine's live state (see Pipeline.ObserveEngine)
+// until the returned func is called; a no-op for a nil Telemetry.
+func (t *Telemetry) ObserveEngine(group, source string, g EngineGauges) (stop func()) {
+	if t == nil {
+		return func() {}
+	}
+	return t.pipeline.ObserveEngine(group, source, g)
+}
