@@ -109,7 +109,8 @@ type Snapshot struct {
 	// Time the scan started, and how long it took.
 	Time     time.Time     `json:"time"`
 	Duration time.Duration `json:"-"`
-	// Rows, sorted by group, topic and partition.
+	// Rows, sorted by group, then in pipeline order (source, tiers,
+	// parking) or by topic, then by partition.
 	Rows []Row `json:"rows"`
 	// DLQ has one row per dead-letter partition, sorted by topic and
 	// partition: its Lag is the number of records waiting (from the
@@ -256,6 +257,7 @@ func Compute(committed, logStart, end int64) (lag, from int64, f Flags) {
 
 func sortRows(rows []Row) {
 	slices.SortFunc(rows, func(a, b Row) int {
-		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Source, b.Source), cmp.Compare(stageOrder(a.Stage), stageOrder(b.Stage)),
+			cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 }

@@ -32,6 +32,7 @@ Usage:
   kretry broker   [--listen ADDR] [--data-dir DIR]
                                         run the embedded broker alone
   kretry validate -c config.yaml        check a config and exit
+  kretry lag      -c config.yaml [--json] [--watch]  consumer lag, age and status
   kretry parking release -c config.yaml --topic T --key K
                                         release a key held after a dead letter
   kretry version
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBroker(ctx, args, stdout, stderr)
 	case "validate":
 		return cmdValidate(args, stdout, stderr)
+	case "lag":
+		return cmdLag(ctx, args, stdout, stderr)
 	case "parking":
 		return cmdParking(ctx, args, stdout, stderr)
 	case "version", "--version":

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/lag"
+	"github.com/kretry/kretry/pkg/config"
+	"github.com/kretry/kretry/pkg/sidecar"
+)
+
+// cmdLag is `kretry lag -c FILE [--json] [--watch [--interval D]]`: one
+// scan of the lag monitor printed as a table (or JSON), or one per
+// interval until interrupted. With kafka.brokers [embedded] it dials
+// embedded.listen, where `kretry run` or `kretry broker` serves. The exit
+// status is 1 when a single scan could not measure everything.
+func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lag", stderr)
+	path := fs.String("c", os.Getenv(config.EnvConfigFile), "config file (YAML)")
+	fs.StringVar(path, "config", *path, "config file (YAML)")
+	asJSON := fs.Bool("json", false, "print each scan as one JSON object (one line per scan with --watch)")
+	watch := fs.Bool("watch", false, "scan again every --interval until interrupted; the status needs lag.window scans")
+	interval := fs.Duration("interval", 5*time.Second, "time between scans with --watch")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kretry lag: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *path == "" {
+		fmt.Fprintf(stderr, "kretry lag: no config file: pass -c config.yaml (or set %s)\n", config.EnvConfigFile)
+		return exitUsage
+	}
+	if *interval < config.MinLagInterval {
+		fmt.Fprintf(stderr, "kretry lag: --interval %v must be at least %v\n", *interval, config.MinLagInterval)
+		return exitUsage
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: invalid config %s:\n%s\n", *path, indent(err.Error()))
+		return exitUsage
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	opts, err := sidecar.ClientOpts(&cfg.Kafka, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitUsage
+	}
+	brokers := cfg.Kafka.Brokers
+	if len(brokers) == 1 && brokers[0] == config.Embedded {
+		brokers = []string{cfg.Embedded.Listen}
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...))...)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitFail
+	}
+	defer cl.Close()
+	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitFail
+	}
+	defer m.Close()
+
+	clearScreen := false
+	if f, ok := stdout.(*os.File); ok && *watch && !*asJSON {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			clearScreen = true
+		}
+	}
+	t := time.NewTicker(*interval)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		snap, err := m.Scan(ctx)
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		switch {
+		case *asJSON:
+			b, jerr := json.Marshal(snap)
+			if jerr != nil {
+				fmt.Fprintf(stderr, "kretry lag: %v\n", jerr)
+				return exitFail
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		default:
+			if clearScreen {
+				fmt.Fprint(stdout, "\x1b[H\x1b[2J")
+			} else if n > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printLag(stdout, snap, m.Config().Window, n+1, *watch)
+		}
+		if !*watch {
+			if err != nil {
+				fmt.Fprintf(stderr, "kretry lag: incomplete scan:\n%s\n", indent(err.Error()))
+				return exitFail
+			}
+			return exitOK
+		}
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-t.C:
+		}
+	}
+}
+
+// printLag writes a snapshot as tables: the groups, their partitions, the
+// dead-letter topics and the problems of the scan.
+func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool) {
+	fmt.Fprintf(w, "kretry lag — %s, scan took %s", s.Time.UTC().Format(time.RFC3339), s.Duration.Round(time.Millisecond))
+	switch {
+	case !watch:
+		fmt.Fprintf(w, "; one scan: the status needs %d (--watch)\n", window)
+	case scans < window:
+		fmt.Fprintf(w, "; scan %d of the %d the status needs\n", scans, window)
+	default:
+		fmt.Fprintln(w)
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nGROUP\tSTATE\tMEMBERS\tSTATUS\tERROR")
+	for _, g := range s.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", g.Name, orDash(g.State), g.Members, g.Status, g.Error)
+	}
+	tw.Flush()
+
+	if len(s.Rows) > 0 {
+		fmt.Fprintln(tw, "\nGROUP\tTOPIC\tPARTITION\tSTAGE\tCOMMITTED\tLOG START\tEND\tLAG\tAGE\tSTATUS\tNOTE")
+		for _, r := range s.Rows {
+			committed := "-"
+			if r.Committed >= 0 {
+				committed = fmt.Sprint(r.Committed)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, orDash(r.Stage),
+				committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Status, note(r))
+		}
+		tw.Flush()
+	}
+	if len(s.DLQ) > 0 {
+		fmt.Fprintln(tw, "\nDLQ\tPARTITION\tSOURCE\tFROM\tEND\tWAITING\tAGE\tNOTE")
+		for _, r := range s.DLQ {
+			from := "log start"
+			if r.Group != "" && r.Committed >= 0 {
+				from = fmt.Sprintf("%s@%d", r.Group, r.Committed)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, r.Source, from,
+				offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Error)
+		}
+		tw.Flush()
+	}
+	if len(s.Errors) > 0 {
+		fmt.Fprintln(w, "\nProblems:")
+		for _, e := range s.Errors {
+			fmt.Fprintln(w, "  "+e)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func offset(n int64, err string) string {
+	if err != "" || n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func age(r lag.Row) string {
+	if r.Error != "" || !r.AgeKnown {
+		return "-"
+	}
+	if r.Age < time.Second {
+		return r.Age.Round(time.Millisecond).String()
+	}
+	return r.Age.Round(time.Second).String()
+}
+
+func note(r lag.Row) string {
+	if r.Error != "" {
+		return r.Error
+	}
+	var n []string
+	for _, f := range []struct {
+		on   bool
+		text string
+	}{
+		{r.NoCommit, "no commit (from log start)"},
+		{r.Clamped, "commit below log start"},
+		{r.PastEnd, "commit past end"},
+		{r.MarkersOnly, "only transaction markers left"},
+	} {
+		if f.on {
+			n = append(n, f.text)
+		}
+	}
+	return strings.Join(n, ", ")
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/broker"
+)
+
+// lagEnv is an embedded broker holding a kretry pipeline (orders, one
+// tier, DLQ) and a config file pointing at it.
+func lagEnv(t *testing.T, withTier bool) string {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	adm := kadm.NewClient(cl)
+	topics := []string{"orders", "orders.dlq", "orders.parking"}
+	if withTier {
+		topics = append(topics, "orders.retry.1m")
+	}
+	for _, topic := range topics {
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-90 * time.Second)
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: fmt.Appendf(nil, "v%d", i), Timestamp: old}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var os kadm.Offsets
+	os.AddOffset("orders", 0, 2, -1)
+	if err := adm.CommitAllOffsets(ctx, "orders-kretry", os); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, fmt.Sprintf(`
+embedded: {listen: %q}
+app: {url: http://127.0.0.1:8080/kafka}
+lag: {window: 2, timeout: 3s}
+topics:
+  - name: orders
+    retry: {tiers: [1m]}
+`, b.Addrs()[0]))
+	return path
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLagCommandTable(t *testing.T) {
+	path := lagEnv(t, true)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lag", "-c", path}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"GROUP          STATE  MEMBERS  STATUS  ERROR",
+		"orders-kretry  Empty  0        OK",
+		"orders-kretry  orders           0          source   2          0          5    3    1m30s  OK",
+		"orders-kretry  orders           1          source   -          0          0    0    0s     OK      no commit (from log start)",
+		"orders-kretry  orders.retry.1m  0          tier-1",
+		"orders-kretry  orders.parking   1          parking",
+		"orders.dlq  0          orders  log start  0    0        0s",
+		"the status needs 2 (--watch)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s", s)
+	}
+}
+
+func TestLagCommandJSONWatch(t *testing.T) {
+	path := lagEnv(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"lag", "-c", path, "--json", "--watch", "--interval", "200ms"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var scans []map[string]any
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		scans = append(scans, m)
+	}
+	if len(scans) < 3 {
+		t.Fatalf("%d scans in 1.5s at 200ms", len(scans))
+	}
+	last := scans[len(scans)-1]
+	var found bool
+	for _, r := range last["rows"].([]any) {
+		row := r.(map[string]any)
+		if row["topic"] == "orders" && row["partition"] == 0.0 {
+			found = true
+			// The window is full and the commit stood still with lag: STOP.
+			if row["lag"] != 3.0 || row["status"] != "STOP" || row["age_seconds"].(float64) < 90 {
+				t.Errorf("row = %v", row)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no orders[0] row in %v", last)
+	}
+}
+
+func TestLagCommandMissingTopic(t *testing.T) {
+	path := lagEnv(t, false)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"lag", "-c", path}, &out, &errb)
+	if code != exitFail || !strings.Contains(errb.String(), `topic "orders.retry.1m"`) || !strings.Contains(out.String(), "Problems:") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+}
+
+func TestLagCommandUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"lag"},
+		{"lag", "-c", "x.yaml", "extra"},
+		{"lag", "-c", "x.yaml", "--interval", "1ms"},
+	} {
+		t.Setenv("KRETRY_CONFIG", "")
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, errb.String())
+		}
+	}
+}
