@@ -4,7 +4,8 @@ GO ?= go
 .PHONY: test build demo vet fmt
 
 # The one test command (CI runs exactly this): vet, then every test with the
-# race detector. Tests that need kcat skip with a message where it is absent.
+# race detector. Tests that need kcat or prometheus/promtool skip with a
+# message where they are absent (.ci/run installs them).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
