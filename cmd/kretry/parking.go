@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/config"
@@ -28,7 +30,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	path := fs.String("c", os.Getenv(config.EnvConfigFile), "config file (YAML)")
 	topic := fs.String("topic", "", "source topic (as in topics[].name)")
 	key := fs.String("key", "", "record key to release")
-	partition := fs.Int("partition", -1, "partition of the key (default: the Kafka default partitioner's choice, murmur2)")
+	partition := fs.Int("partition", -1, "parking partition to write to (default: the partition(s) where the key is parked, found by reading the parking topic)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
@@ -71,22 +73,83 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	p := int32(*partition)
-	if p < 0 {
-		ds, err := kadm.NewClient(cl).ListTopics(cctx, t.Name)
-		if err != nil || !ds.Has(t.Name) {
-			fmt.Fprintf(stderr, "kretry parking release: cannot read topic %q: %v\n", t.Name, err)
+	parts := []int32{int32(*partition)}
+	if *partition < 0 {
+		// Producers do not agree on the key hash (Java and franz-go use
+		// murmur2, librdkafka crc32), so find the key where it is parked.
+		parts, err = findParked(cctx, cl, t, []byte(*key))
+		if err != nil {
+			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 			return exitFail
 		}
-		n := len(ds[t.Name].Partitions)
-		p = int32(kgo.StickyKeyPartitioner(nil).ForTopic(t.Name).Partition(&kgo.Record{Key: []byte(*key)}, n))
+		if len(parts) == 0 {
+			fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s (nothing to release; pass --partition to write anyway)\n", *key, t.Parking.Topic)
+			return exitFail
+		}
 	}
-	r := engine.OperatorRelease(t.Parking.Topic, p, []byte(*key))
-	if err := cl.ProduceSync(cctx, r).FirstErr(); err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-		return exitFail
+	for _, p := range parts {
+		r := engine.OperatorRelease(t.Parking.Topic, p, []byte(*key))
+		if err := cl.ProduceSync(cctx, r).FirstErr(); err != nil {
+			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "release of key %q written to %s partition %d; the owner of that partition delivers its parked records\n",
+			*key, t.Parking.Topic, p)
 	}
-	fmt.Fprintf(stdout, "release of key %q written to %s partition %d; the owner of that partition delivers its parked records\n",
-		*key, t.Parking.Topic, p)
 	return exitOK
+}
+
+// findParked returns the parking partitions holding records or ops of key
+// past the group's committed offsets.
+func findParked(ctx context.Context, cl *kgo.Client, t *config.Topic, key []byte) ([]int32, error) {
+	adm := kadm.NewClient(cl)
+	offs, err := adm.FetchOffsets(ctx, t.Group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("reading the committed offsets of group %q: %w", t.Group, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, t.Parking.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", t.Parking.Topic, err)
+	}
+	start := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		from := int64(0)
+		if c, ok := offs.Lookup(t.Parking.Topic, o.Partition); ok && c.At > 0 {
+			from = c.At
+		}
+		if from < o.Offset {
+			start[o.Partition] = kgo.NewOffset().At(from)
+		}
+	})
+	if len(start) == 0 {
+		return nil, nil
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.Parking.Topic: start}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	found := map[int32]bool{}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := rd.PollFetches(pctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			if string(r.Key) == string(key) {
+				found[r.Partition] = true
+			}
+		})
+		if n == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	var out []int32
+	for p := range found {
+		out = append(out, p)
+	}
+	return out, nil
 }

@@ -46,7 +46,8 @@ const (
 //   - kafka.transactional_id: not empty (every move is transactional).
 //   - kafka.fetch_max_wait: at least 10ms (franz-go's minimum).
 //   - kafka.sasl.mechanism: "", "plain", "scram-sha-256" or
-//     "scram-sha-512" (lower case); when set, kafka.sasl.username is
+//     "scram-sha-512" (lower case); when set, kafka.sasl.password is
+//     required too, and kafka.sasl.username is
 //     required.
 //   - kafka.tls.ca_file, cert_file, key_file: when set, the file exists
 //     (relative paths are relative to the working directory) and is not a
@@ -189,6 +190,9 @@ func (v *validator) kafka(k *Kafka) {
 	case "plain", "scram-sha-256", "scram-sha-512":
 		if k.SASL.Username == "" {
 			v.add("kafka.sasl.username", "required when kafka.sasl.mechanism is %q", k.SASL.Mechanism)
+		}
+		if k.SASL.Password == "" {
+			v.add("kafka.sasl.password", "required when kafka.sasl.mechanism is %q (set it with KRETRY_KAFKA__SASL__PASSWORD rather than in the file)", k.SASL.Mechanism)
 		}
 	default:
 		v.add("kafka.sasl.mechanism", `%q must be one of "" (none), plain, scram-sha-256, scram-sha-512`, k.SASL.Mechanism)

@@ -223,7 +223,7 @@ func TransactionalID(prefix, host, group string) string {
 func ClientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.ClientID(k.ClientID),
-		kgo.WithLogger(kslog.New(log.With("component", "kafka-client"))),
+		kgo.WithLogger(kslog.New(slog.New(minLevel{log.Handler(), kafkaLogLevel(log)}).With("component", "kafka-client"))),
 	}
 	if k.TLS.Enabled {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify} //nolint:gosec // opt-in by config
@@ -259,4 +259,32 @@ func ClientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("kafka.sasl.mechanism: %q is not supported", k.SASL.Mechanism)
 	}
 	return opts, nil
+}
+
+// kafkaLogLevel is the least level of franz-go's own logs: warn, or info
+// when kretry logs at debug. franz-go logs every transaction at info, which
+// would be a line per batch at kretry's default level.
+func kafkaLogLevel(log *slog.Logger) slog.Level {
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
