@@ -354,3 +354,35 @@ func TestLagDLQ(t *testing.T) {
 		t.Fatalf("stages with a DLQ group = %+v", st)
 	}
 }
+
+// TestRun: Run scans at once and then every interval, and returns soon
+// after its context ends.
+func TestRun(t *testing.T) {
+	c := newCluster(t)
+	c.createTopic("orders", 1)
+	c.commit("app", "orders", 0, 0)
+	m := c.monitor(lag.Config{Interval: 100 * time.Millisecond, Groups: []lag.Group{{Name: "app"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var times []time.Time
+	deadline := time.Now().Add(5 * time.Second)
+	for len(times) < 3 && time.Now().Before(deadline) {
+		if s := m.Latest(); s != nil && (len(times) == 0 || s.Time.After(times[len(times)-1])) {
+			times = append(times, s.Time)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return within 2s of cancel")
+	}
+	if len(times) < 3 {
+		t.Fatalf("%d scans in 5s at a 100ms interval", len(times))
+	}
+}
