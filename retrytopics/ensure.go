@@ -27,8 +27,8 @@ type Topics struct {
 }
 
 // Ensure checks the topics of p and creates the missing tiers and DLQ with
-// the source's partition count and the source's max.message.bytes, so a
-// record that fit the source still fits every stage. When the source is
+// the source's partition count and the source's max.message.bytes plus
+// StageHeadroom, so a record that fit the source still fits every stage. When the source is
 // missing, Ensure creates it with createSource partitions if createSource is
 // positive (the embedded broker) and returns ErrNoSource otherwise. An
 // existing stage with another partition count yields ErrPartitionMismatch
@@ -71,14 +71,20 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	if err != nil {
 		return nil, fmt.Errorf("describing source topic %q: %w", p.Source, err)
 	}
-	var create map[string]*string
+	// Stages get the source's max.message.bytes plus StageHeadroom, so a
+	// record that fit the source still fits with the kretry header run.
+	srcMax := defaultMaxMessageBytes
 	if rc, err := cfgs.On(p.Source, nil); err == nil {
 		for _, c := range rc.Configs {
 			if c.Key == "max.message.bytes" && c.Value != nil {
-				create = map[string]*string{"max.message.bytes": c.Value}
+				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
+					srcMax = n
+				}
 			}
 		}
 	}
+	stageMax := strconv.Itoa(srcMax + StageHeadroom)
+	create := map[string]*string{"max.message.bytes": &stageMax}
 
 	var errs []error
 	for _, t := range stages {
@@ -116,6 +122,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	}
 	return out, nil
 }
+
+// StageHeadroom is added to the source's max.message.bytes for the tier,
+// parking and DLQ topics kretry creates (bytes): room for the kretry header
+// run (about 600 bytes plus the error message, itself truncated to fit).
+const StageHeadroom = 64 << 10
 
 // defaultMaxMessageBytes is Kafka's default max.message.bytes (bytes).
 const defaultMaxMessageBytes = 1048588

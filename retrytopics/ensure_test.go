@@ -123,8 +123,12 @@ func TestEnsureCreatesStages(t *testing.T) {
 			t.Errorf("run %d: MaxBytes = %v, want an entry for each of %v", run, got.MaxBytes, all)
 		}
 		for _, topic := range all {
-			if got.MaxBytes[topic] != 5000 {
-				t.Errorf("run %d: MaxBytes[%s] = %d, want 5000", run, topic, got.MaxBytes[topic])
+			want := 5000 + retrytopics.StageHeadroom
+			if topic == "orders" {
+				want = 5000
+			}
+			if got.MaxBytes[topic] != want {
+				t.Errorf("run %d: MaxBytes[%s] = %d, want %d", run, topic, got.MaxBytes[topic], want)
 			}
 		}
 	}
@@ -134,8 +138,8 @@ func TestEnsureCreatesStages(t *testing.T) {
 		}
 	}
 	for _, topic := range all[1:] {
-		if got := maxMessageBytes(ctx, t, adm, topic); got != "5000" {
-			t.Errorf("%s max.message.bytes = %s, want the source's 5000", topic, got)
+		if got, want := maxMessageBytes(ctx, t, adm, topic), strconv.Itoa(5000+retrytopics.StageHeadroom); got != want {
+			t.Errorf("%s max.message.bytes = %s, want the source's 5000 + headroom = %s", topic, got, want)
 		}
 	}
 }
@@ -151,7 +155,8 @@ func TestEnsureKeepsStageConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"orders": 5000, "orders.retry.1m": 5000, "orders.retry.10m": 5000, "orders.dlq": 3000}
+	h := retrytopics.StageHeadroom
+	want := map[string]int{"orders": 5000, "orders.retry.1m": 5000 + h, "orders.retry.10m": 5000 + h, "orders.dlq": 3000}
 	if len(got.MaxBytes) != len(want) {
 		t.Errorf("MaxBytes = %v, want %v", got.MaxBytes, want)
 	}

@@ -467,7 +467,7 @@ func (e *Engine) shutdown() error {
 	e.mu.Lock()
 	e.stopping = true
 	e.mu.Unlock()
-	e.deliveries.Wait()
+	e.waitDeliveries(e.opts.ShutdownGrace + time.Second)
 	// An immediately cancelled poll holds off rebalances until
 	// AllowRebalance, so the final commit is not cut by one.
 	cctx, cancel := context.WithCancel(context.Background())
@@ -528,7 +528,24 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 	e.resetLocked()
 	e.mu.Unlock()
 	e.needAbort.Store(true)
-	e.deliveries.Wait()
+	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+}
+
+// waitDeliveries waits for in-flight deliveries to end, at most d: a
+// handler that ignores its context must not hang a rebalance or a shutdown.
+// Past d the delivery is abandoned (its result is discarded) and a warning
+// says that its record may reach the app again while it is still running.
+func (e *Engine) waitDeliveries(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		e.deliveries.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		e.log.Warn("a delivery did not end within its timeout (the handler ignores its context?); abandoning it", "waited", d)
+	}
 }
 
 // resetLocked drops every shard; results of deliveries still in flight are
@@ -590,6 +607,9 @@ type Stats struct {
 	Aborted atomic.Int64
 	// Revoked counts partitions revoked or lost in rebalances.
 	Revoked atomic.Int64
+	// Stuck counts records that could not be moved because they do not fit
+	// their next topic's max.message.bytes (see the error log).
+	Stuck atomic.Int64
 }
 
 func countPartitions(m map[string][]int32) int {

@@ -115,7 +115,9 @@ func (e *Engine) park(l *lane, en *entry) {
 		MaxBytes: e.topics.MaxBytes[e.opts.ParkingTopic],
 		Parked:   true,
 	}
-	en.moves = append(en.moves, move{rec: m.Record(), ev: MoveEvent{
+	r := m.Record()
+	r.Partition = en.rec.Partition
+	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
 		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: "park", Stage: "parking",
 	}})
 	en.settled = true
@@ -187,11 +189,11 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 	case op == opRelease && origin == OriginOperator:
 		e.log.Info("operator released a key", "partition", sh.p, "key", string(en.rec.Key))
 		en.settled = true
-		if l.heads == 0 {
+		if l.heads == 0 && l.blocked() {
 			l.hold, l.releasing = false, true
 			e.feed(l, en)
 		}
-	case (op == opBlock || op == opRelease) && (l.blocked() || l.running != nil || l.blockWritten):
+	case (op == opBlock || op == opRelease) && l.blockWritten:
 		// Our own op read back: it stays unsettled (the committed offset
 		// of the parking partition stays before it) until the key unblocks.
 		l.markers = append(l.markers, en)
@@ -215,7 +217,16 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		}
 		return
 	}
-	l := e.laneFor(sh, en.rec.Key)
+	key := en.rec.Key
+	if key == nil && e.opts.Ordering == OrderingPartition {
+		key = []byte{}
+	}
+	if key == nil {
+		en.settled = true // an op must name its key: not one of ours
+		e.warnOnce("op-nil-key", "parking op without a key ignored", "partition", sh.p, "offset", en.rec.Offset, "op", op)
+		return
+	}
+	l := e.laneFor(sh, key)
 	switch op {
 	case opBlock:
 		l.heads++
@@ -223,12 +234,19 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		l.releasing = false
 		l.markers = append(l.markers, en)
 	case opRelease:
-		l.markers = append(l.markers, en)
 		_, _, origin, _ := opOf(en.rec)
 		if origin == OriginOperator {
-			l.hold, l.releasing = false, l.heads == 0
+			en.settled = true
+			if l.heads == 0 && (l.hold || len(l.parked) > 0) {
+				l.hold, l.releasing = false, true
+			}
 			break
 		}
+		if !l.blockWritten {
+			en.settled = true // a release without its block: not one of ours
+			break
+		}
+		l.markers = append(l.markers, en)
 		l.heads = max(l.heads-1, 0)
 		if l.heads == 0 {
 			e.resolve(l, ref)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -340,7 +341,7 @@ func (e *Engine) start(l *lane) {
 		Key:       en.rec.Key,
 		Value:     en.rec.Value,
 		Headers:   o.Headers,
-		Attempt:   int(min(o.Attempts+1, 1<<31-1)),
+		Attempt:   attemptOf(o.Attempts),
 		GapAfter:  en.gapAfter,
 	}
 	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
@@ -350,13 +351,29 @@ func (e *Engine) start(l *lane) {
 		defer e.deliveries.Done()
 		ctx, cancel := context.WithTimeout(e.hard, e.opts.DeliveryTimeout)
 		start := time.Now()
-		r.err = e.opts.Deliverer.Deliver(ctx, m)
+		r.err = e.deliverSafely(ctx, m)
 		r.took = time.Since(start)
 		cancel()
 		e.stats.InFlight.Add(-1)
 		e.results <- r
 		e.wake()
 	}()
+}
+
+// ErrHandlerPanic wraps the value of a delivery that panicked; it is
+// classified as transient.
+var ErrHandlerPanic = errors.New("handler panicked")
+
+// deliverSafely delivers m, turning a panic of the handler into an error
+// (transient) instead of a crash of the process.
+func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, v)
+			e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	return e.opts.Deliverer.Deliver(ctx, m)
 }
 
 // drainResults applies every finished delivery.
@@ -416,6 +433,18 @@ func (e *Engine) apply(r *result) {
 			f.Message = "retry tiers exhausted; last error: " + v.Message
 		}
 		e.addMove(en, route, f)
+		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+			// The record cannot be written to its next stage at all. It
+			// stays unsettled — never lost, never committed past — and
+			// holds its lane and its partition's commit until an operator
+			// raises the topic's max.message.bytes and restarts kretry.
+			en.moves = en.moves[:len(en.moves)-1]
+			l.running = en
+			e.stats.Stuck.Add(1)
+			e.log.Error("a record does not fit its next topic even with an empty error message; it holds its partition until max.message.bytes is raised there and kretry restarts",
+				"id", en.origin.ID(), "topic", last.Topic, "record_bytes", retrytopics.RecordSize(last), "max_message_bytes", e.topics.MaxBytes[last.Topic])
+			return
+		}
 	}
 	en.settled = true
 	if e.parking() && l.keyed {
@@ -445,7 +474,17 @@ func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failu
 	case retrytopics.DeadLetter:
 		ev.Kind, ev.Stage = "dead-letter", "dlq"
 	}
-	en.moves = append(en.moves, move{rec: m.Record(), ev: ev})
+	r := m.Record()
+	// Stages are co-partitioned: the move stays on the partition it was read
+	// from, whatever a (possibly forged) header says.
+	r.Partition = en.rec.Partition
+	en.moves = append(en.moves, move{rec: r, ev: ev})
+}
+
+// tooLarge reports whether r exceeds its topic's max.message.bytes.
+func (e *Engine) tooLarge(r *kgo.Record) bool {
+	n := e.topics.MaxBytes[r.Topic]
+	return n > 0 && retrytopics.RecordSize(r) > n
 }
 
 // forget drops an idle keyed lane so that the lane map stays bounded by the
@@ -456,6 +495,16 @@ func (e *Engine) forget(l *lane) {
 			delete(l.sh.lanes, l.key)
 		}
 	}
+}
+
+// attemptOf is the ce-attempt of a record with attempts deliveries behind
+// it, saturating instead of wrapping.
+func attemptOf(attempts int64) int {
+	const most = 1<<31 - 1
+	if attempts < 0 || attempts >= most {
+		return most
+	}
+	return int(attempts) + 1
 }
 
 func errorType(err error, v delivery.Verdict) string {
@@ -663,7 +712,7 @@ func (e *Engine) commit(tx *txn) error {
 			e.resetLocked()
 		}
 		e.mu.Unlock()
-		e.deliveries.Wait()
+		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
 		e.mu.Lock()
 		e.drainResults()
 		e.mu.Unlock()
