@@ -546,8 +546,13 @@ func conservation(t *testing.T, ordering string, sig os.Signal) {
 	if n, examples := order.Violations(); n > 0 && ordering == "key" {
 		t.Errorf("%d records acknowledged after a later record of their key, e.g. %q", n, examples)
 		// The app's view of the keys involved, in arrival order.
+		logged := map[string]bool{}
 		for _, ex := range examples {
 			key, _, _ := strings.Cut(strings.TrimPrefix(ex, "key "), ":")
+			if logged[key] {
+				continue
+			}
+			logged[key] = true
 			var b strings.Builder
 			marked := sig == nil
 			for i, d := range app.deliveries() {
