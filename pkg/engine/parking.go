@@ -19,9 +19,13 @@ import (
 //   - op records, whose first header is kretry-parking-op, keyed by the lane
 //     key (the record key; "" for ordering partition), with no value:
 //
-//     block    a record of the key went to a tier: the key is blocked
-//     release  that record left the tiers (done, or dead-lettered: the policy
-//     and the dead-lettered ce-id are in kretry-parking-ref)
+//     block    the record whose ce-id is kretry-parking-ref went to a tier:
+//     the key is blocked while it is there
+//     release  that record left the tiers; kretry-parking-ref is
+//     "<verdict> <ce-id>", verdict "ok" (delivered) or the on_dead_letter
+//     policy under which it was dead-lettered. A release whose ce-id is not
+//     a current head (a tier record delivered again after a crash) is
+//     ignored
 //     settle   the parked record at offset kretry-parking-ref was delivered,
 //     moved on or dead-lettered
 //     unblock  the key has no record in the tiers and none parked
@@ -155,7 +159,7 @@ func (e *Engine) spill(l *lane) {
 		}
 	}
 	l.wait = keep
-	if l.heads == 0 && !l.hold && !l.deadLettering {
+	if len(l.heads) == 0 && !l.hold && !l.deadLettering {
 		l.releasing = true
 	}
 	e.syncBlocked(l)
@@ -189,7 +193,7 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 	case op == opRelease && origin == OriginOperator:
 		e.log.Info("operator released a key", "partition", sh.p, "key", string(en.rec.Key))
 		en.settled = true
-		if l.heads == 0 && l.blocked() {
+		if len(l.heads) == 0 && l.blocked() {
 			l.hold, l.releasing = false, true
 			e.feed(l, en)
 		}
@@ -229,7 +233,7 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 	l := e.laneFor(sh, key)
 	switch op {
 	case opBlock:
-		l.heads++
+		l.addHead(ref)
 		l.blockWritten = true
 		l.releasing = false
 		l.markers = append(l.markers, en)
@@ -237,19 +241,20 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		_, _, origin, _ := opOf(en.rec)
 		if origin == OriginOperator {
 			en.settled = true
-			if l.heads == 0 && (l.hold || len(l.parked) > 0) {
+			if len(l.heads) == 0 && (l.hold || len(l.parked) > 0) {
 				l.hold, l.releasing = false, true
 			}
 			break
 		}
-		if !l.blockWritten {
+		verdict, id := splitRef(ref)
+		if !l.blockWritten || !l.heads[id] {
 			en.settled = true // a release without its block: not one of ours
 			break
 		}
 		l.markers = append(l.markers, en)
-		l.heads = max(l.heads-1, 0)
-		if l.heads == 0 {
-			e.resolve(l, ref)
+		delete(l.heads, id)
+		if len(l.heads) == 0 {
+			e.resolve(l, verdict, id)
 		}
 	case opSettle:
 		en.settled = true
@@ -271,28 +276,44 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 			m.settled = true
 		}
 		l.markers = nil
-		l.heads, l.releasing, l.hold, l.deadLettering, l.gapAfter, l.blockWritten = 0, false, false, false, "", false
+		l.heads, l.releasing, l.hold, l.deadLettering, l.gapAfter, l.blockWritten = nil, false, false, false, "", false
 	default:
 		en.settled = true
 	}
 }
 
-// resolve applies the outcome of a key's last head leaving the tiers. ref
-// is "ok" (delivered) or "<policy> <ce-id>" (dead-lettered).
-func (e *Engine) resolve(l *lane, ref string) {
-	policy, id := ref, ""
+// splitRef splits a release op's ref "<verdict> <ce-id>": verdict is "ok"
+// (the head was delivered) or the on_dead_letter policy in force when it was
+// dead-lettered.
+func splitRef(ref string) (verdict, id string) {
 	for i := 0; i < len(ref); i++ {
 		if ref[i] == ' ' {
-			policy, id = ref[:i], ref[i+1:]
-			break
+			return ref[:i], ref[i+1:]
 		}
 	}
-	switch policy {
+	return ref, ""
+}
+
+// addHead notes that record id of the key is in the tiers.
+func (l *lane) addHead(id string) {
+	if l.heads == nil {
+		l.heads = map[string]bool{}
+	}
+	l.heads[id] = true
+}
+
+// resolve applies the outcome of a key's last head leaving the tiers:
+// verdict "ok" (delivered) or the policy under which head id was
+// dead-lettered.
+func (e *Engine) resolve(l *lane, verdict, id string) {
+	switch verdict {
+	case "ok":
+		l.releasing, l.gapAfter = true, ""
 	case OnDeadLetterHold:
 		l.hold = true
 	case OnDeadLetterDeadLetter:
 		l.deadLettering, l.gapAfter = true, id
-	default: // "ok" or release
+	default: // release
 		l.releasing, l.gapAfter = true, id
 	}
 }
@@ -306,7 +327,7 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 	for _, l := range sh.lanes {
 		// Parked records with no head in the tiers and no hold are being
 		// released (after a head succeeded, or after a slow key spilled).
-		if len(l.parked) > 0 && l.heads == 0 && !l.hold && !l.deadLettering {
+		if len(l.parked) > 0 && len(l.heads) == 0 && !l.hold && !l.deadLettering {
 			l.releasing = true
 		}
 		if l.blocked() {
@@ -341,7 +362,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	switch {
 	case route.Action == retrytopics.Retry && (stage == 0 || stage == parkStage):
 		// A new head: the key blocks; its records waiting behind park.
-		l.heads++
+		l.addHead(en.origin.ID())
 		l.releasing = false
 		l.blockWritten = true
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opBlock, en.origin.ID())})
@@ -354,16 +375,19 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 			}
 		}
 		l.wait = keep
-	case stage > 0 && route.Action != retrytopics.Retry && l.heads > 0:
-		// The head left the tiers.
-		l.heads--
-		ref := "ok"
+	case stage > 0 && route.Action != retrytopics.Retry && l.heads[en.origin.ID()]:
+		// The head left the tiers. (A tier record that is not a current head
+		// — a copy delivered again after a crash — changes nothing.)
+		id := en.origin.ID()
+		delete(l.heads, id)
+		verdict := "ok"
 		if route.Action == retrytopics.DeadLetter {
-			ref = e.opts.OnDeadLetter + " " + en.origin.ID()
+			verdict = e.opts.OnDeadLetter
 		}
+		ref := verdict + " " + id
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
-		if l.heads == 0 {
-			e.resolve(l, ref)
+		if len(l.heads) == 0 {
+			e.resolve(l, verdict, id)
 			if l.deadLettering {
 				// The parked records follow the head into the DLQ only once
 				// the head's own DLQ write committed, so the DLQ keeps the
@@ -374,7 +398,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 					e.feed(l, nil)
 				})
 			}
-			if ref != "ok" {
+			if verdict != "ok" {
 				e.log.Info("head of a blocked key dead-lettered", "partition", sh.p, "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked)+l.pendingParks)
 			}
 		}
@@ -403,7 +427,7 @@ func (e *Engine) feed(l *lane, carrier *entry) {
 			l.deadLettering = false
 		}
 	}
-	if l.releasing && l.heads == 0 && l.running == nil && len(l.wait) == 0 && len(l.parked) > 0 {
+	if l.releasing && len(l.heads) == 0 && l.running == nil && len(l.wait) == 0 && len(l.parked) > 0 {
 		p := l.parked[0]
 		l.parked = l.parked[1:]
 		p.gapAfter = l.gapAfter

@@ -95,7 +95,7 @@ type lane struct {
 	// Parking state (ordering key or partition); see parking.go.
 	dlqGate       bool     // the dead-lettered head's DLQ write is not committed yet
 	counted       bool     // counted in Stats.BlockedKeys
-	heads         int      // records of the key in the tiers (block ops not yet released)
+	heads         map[string]bool // ce-ids of the key's records in the tiers (blocks not yet released)
 	releasing     bool     // delivering parked records one by one
 	hold          bool     // head dead-lettered under OnDeadLetterHold
 	deadLettering bool     // head dead-lettered under OnDeadLetterDeadLetter
@@ -107,7 +107,7 @@ type lane struct {
 }
 
 func (l *lane) blocked() bool {
-	return l.heads > 0 || l.releasing || l.hold || l.deadLettering || len(l.parked) > 0 || l.pendingParks > 0
+	return len(l.heads) > 0 || l.releasing || l.hold || l.deadLettering || len(l.parked) > 0 || l.pendingParks > 0
 }
 
 func (l *lane) idle() bool {
