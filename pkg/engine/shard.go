@@ -93,17 +93,17 @@ type lane struct {
 	queued  bool
 
 	// Parking state (ordering key or partition); see parking.go.
-	dlqGate       bool     // the dead-lettered head's DLQ write is not committed yet
-	counted       bool     // counted in Stats.BlockedKeys
+	dlqGate       bool            // the dead-lettered head's DLQ write is not committed yet
+	counted       bool            // counted in Stats.BlockedKeys
 	heads         map[string]bool // ce-ids of the key's records in the tiers (blocks not yet released)
-	releasing     bool     // delivering parked records one by one
-	hold          bool     // head dead-lettered under OnDeadLetterHold
-	deadLettering bool     // head dead-lettered under OnDeadLetterDeadLetter
-	gapAfter      string   // ce-id of the dead-lettered head, for released records
-	parked        []*entry // parked records read back, in order, not yet released
-	pendingParks  int      // parking moves decided but not yet read back
-	blockWritten  bool     // a block op stands in the changelog
-	markers       []*entry // block/release ops of the key, settled when it unblocks
+	releasing     bool            // delivering parked records one by one
+	hold          bool            // head dead-lettered under OnDeadLetterHold
+	deadLettering bool            // head dead-lettered under OnDeadLetterDeadLetter
+	gapAfter      string          // ce-id of the dead-lettered head, for released records
+	parked        []*entry        // parked records read back, in order, not yet released
+	pendingParks  int             // parking moves decided but not yet read back
+	blockWritten  bool            // a block op stands in the changelog
+	markers       []*entry        // block/release ops of the key, settled when it unblocks
 }
 
 func (l *lane) blocked() bool {
