@@ -89,15 +89,21 @@ type Kafka struct {
 	// ClientID is sent to the brokers with every request. Default "kretry".
 	ClientID string `koanf:"client_id"`
 	// TransactionalID prefixes the transactional IDs of kretry's producers;
-	// one ID is derived per topic as <prefix>-<group>. Default "kretry".
-	// Every instance in one consumer group must use a distinct value
-	// (for example the pod name) so that they do not fence each other.
+	// each instance derives one per topic as <prefix>-<hostname>-<group>:
+	// stable across restarts of one host or pod (a restarted instance
+	// aborts what its predecessor left open) and distinct between hosts (no
+	// fencing). Default "kretry".
 	TransactionalID string `koanf:"transactional_id"`
 	// FetchMaxWait bounds how long a fetch waits for data (default 250ms);
 	// it also bounds how late a resumed retry tier partition is fetched.
 	FetchMaxWait time.Duration `koanf:"fetch_max_wait"`
-	TLS          TLS           `koanf:"tls"`
-	SASL         SASL          `koanf:"sasl"`
+	// SessionTimeout is the consumer group session timeout (default 45s,
+	// Kafka's): how long a crashed instance keeps its partitions before the
+	// group moves them. The broker bounds it
+	// (group.min/max.session.timeout.ms).
+	SessionTimeout time.Duration `koanf:"session_timeout"`
+	TLS            TLS           `koanf:"tls"`
+	SASL           SASL          `koanf:"sasl"`
 }
 
 // TLS configures the connection to the brokers.

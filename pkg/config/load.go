@@ -34,6 +34,7 @@ const (
 	DefaultClientID        = "kretry"
 	DefaultTransactionalID = "kretry"
 	DefaultFetchMaxWait    = 250 * time.Millisecond
+	DefaultSessionTimeout  = 45 * time.Second
 	DefaultEmbeddedListen  = "127.0.0.1:9092"
 	DefaultEmbeddedDataDir = ".kretry/data"
 	DefaultPartitions      = 3
@@ -89,6 +90,7 @@ func Default() *Config {
 			ClientID:        DefaultClientID,
 			TransactionalID: DefaultTransactionalID,
 			FetchMaxWait:    DefaultFetchMaxWait,
+			SessionTimeout:  DefaultSessionTimeout,
 		},
 		Embedded: Broker{
 			Listen:     DefaultEmbeddedListen,

@@ -45,6 +45,7 @@ const (
 //     ("embedded" cannot be mixed with addresses).
 //   - kafka.transactional_id: not empty (every move is transactional).
 //   - kafka.fetch_max_wait: at least 10ms (franz-go's minimum).
+//   - kafka.session_timeout: at least 1s.
 //   - kafka.sasl.mechanism: "", "plain", "scram-sha-256" or
 //     "scram-sha-512" (lower case); when set, kafka.sasl.password is
 //     required too, and kafka.sasl.username is
@@ -180,6 +181,9 @@ func (v *validator) kafka(k *Kafka) {
 	}
 	if k.TransactionalID == "" {
 		v.add("kafka.transactional_id", "required: every move is a Kafka transaction")
+	}
+	if k.SessionTimeout < time.Second {
+		v.add("kafka.session_timeout", "%q must be at least 1s", fmtDuration(k.SessionTimeout))
 	}
 	if k.FetchMaxWait < MinFetchMaxWait {
 		v.add("kafka.fetch_max_wait", "%q must be at least %s", fmtDuration(k.FetchMaxWait), fmtDuration(MinFetchMaxWait))

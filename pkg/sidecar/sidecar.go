@@ -131,6 +131,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		e, err := engine.New(ctx, engine.Options{
 			Brokers:         s.Brokers,
 			ClientOpts:      clientOpts,
+			GroupOpts:       []kgo.Opt{kgo.SessionTimeout(cfg.Kafka.SessionTimeout)},
 			Plan:            plan,
 			Group:           t.Group,
 			TransactionalID: TransactionalID(cfg.Kafka.TransactionalID, host, t.Group),
