@@ -373,9 +373,6 @@ func TestRunAppDownThenUp(t *testing.T) {
 // DLQ duplicate. It runs with ordering key (the default: parking and its
 // restore on assignment are in play) and with ordering none.
 func TestKillDashNineMidStream(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the restarted member waits for the killed one's 45s group session to expire")
-	}
 	t.Parallel()
 	for _, ordering := range []string{"key", "none"} {
 		t.Run("ordering="+ordering, func(t *testing.T) {

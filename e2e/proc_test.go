@@ -288,7 +288,9 @@ type runConfig struct {
 func writeConfig(t *testing.T, c runConfig) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "kafka:\n  brokers: [%q]\n  fetch_max_wait: 50ms\n", c.Broker)
+	// 6s is the embedded broker's minimum session timeout: a killed
+	// instance's partitions move after 6s instead of 45s.
+	fmt.Fprintf(&b, "kafka:\n  brokers: [%q]\n  fetch_max_wait: 50ms\n  session_timeout: 6s\n", c.Broker)
 	fmt.Fprintf(&b, "app:\n  url: %q\n  timeout: 5s\n", c.AppURL)
 	if c.MaxInFlight > 0 {
 		fmt.Fprintf(&b, "  max_in_flight: %d\n", c.MaxInFlight)
