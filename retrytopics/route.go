@@ -68,7 +68,10 @@ type Route struct {
 // success. A permanent failure goes to the DLQ from any stage; a transient
 // one goes to the next tier with the NEXT tier's delay (stretched by jitter
 // and raised to v.RetryAfter), or to the DLQ as exhausted after the last
-// tier. u is a uniform random number in [0, 1) for the jitter.
+// tier. A Retry-After longer than the next tier's longest jittered delay
+// (tier·(1+jitter)) skips to the first tier that can honour it (the last
+// tier at most, where it is capped at that tier's longest jittered delay). u is a uniform random
+// number in [0, 1) for the jitter.
 func (p *Plan) Route(stage int, v *delivery.Verdict, u float64) Route {
 	switch {
 	case v == nil:
@@ -78,13 +81,22 @@ func (p *Plan) Route(stage int, v *delivery.Verdict, u float64) Route {
 	case stage < 0 || stage >= len(p.Tiers):
 		return Route{Action: DeadLetter, Topic: p.DLQ, Class: delivery.ClassExhausted}
 	}
-	next := p.Tiers[stage]
+	// A Retry-After longer than the next tier's longest jittered delay skips
+	// to the first tier that can honour it: a tier partition is read in order, so one
+	// record waiting far longer than its tier would hold up every record
+	// behind it. Past the longest tier, Retry-After is honoured up to that
+	// tier's longest jittered delay.
+	k := stage
+	for k < len(p.Tiers)-1 && Delay(p.Tiers[k].Delay, p.Jitter, 1, 0) < v.RetryAfter {
+		k++
+	}
+	next := p.Tiers[k]
 	return Route{
 		Action: Retry,
-		Stage:  stage + 1,
+		Stage:  k + 1,
 		Topic:  next.Topic,
 		Class:  delivery.ClassTransient,
-		Delay:  Delay(next.Delay, p.Jitter, u, v.RetryAfter),
+		Delay:  Delay(next.Delay, p.Jitter, u, min(v.RetryAfter, Delay(next.Delay, p.Jitter, 1, 0))),
 	}
 }
 

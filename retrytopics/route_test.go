@@ -180,6 +180,9 @@ func TestPlanRoute(t *testing.T) {
 	transient := &delivery.Verdict{Class: delivery.ClassTransient, Status: 503}
 	permanent := &delivery.Verdict{Class: delivery.ClassPermanent, Status: 422}
 	retryAfter := &delivery.Verdict{Class: delivery.ClassTransient, Status: 429, RetryAfter: 2 * time.Hour}
+	retryAfter90s := &delivery.Verdict{Class: delivery.ClassTransient, Status: 429, RetryAfter: 90 * time.Second}
+	retryAfter70s := &delivery.Verdict{Class: delivery.ClassTransient, Status: 429, RetryAfter: 70 * time.Second}
+	retryAfter50s := &delivery.Verdict{Class: delivery.ClassTransient, Status: 429, RetryAfter: 50 * time.Second}
 	full := testPlan()
 	noTiers := &retrytopics.Plan{Source: "orders", DLQ: "orders.dlq", Jitter: 0.2}
 
@@ -212,8 +215,11 @@ func TestPlanRoute(t *testing.T) {
 		{"transient from tier 1 takes tier 2's delay", full, 1, transient, 0, retry(2, "orders.retry.10m", 10*time.Minute)},
 		{"transient from tier 1, jittered", full, 1, transient, 0.5, retry(2, "orders.retry.10m", 11*time.Minute)},
 		{"transient from tier 2 takes tier 3's delay", full, 2, transient, 0.25, retry(3, "orders.retry.1h", 63*time.Minute)},
-		{"retry-after raises the delay", full, 0, retryAfter, 0.5, retry(1, "orders.retry.1m", 2*time.Hour)},
-		{"retry-after below the tier", full, 2, retryAfter, 0, retry(3, "orders.retry.1h", 2*time.Hour)},
+		{"retry-after raises the delay", full, 0, retryAfter90s, 0.5, retry(2, "orders.retry.10m", 11*time.Minute)},
+		{"retry-after within the tier raises it", full, 0, retryAfter50s, 0, retry(1, "orders.retry.1m", time.Minute)},
+		{"retry-after in the jitter range", full, 0, retryAfter70s, 0, retry(1, "orders.retry.1m", 70*time.Second)},
+		{"retry-after past every tier is capped at the last", full, 0, retryAfter, 0, retry(3, "orders.retry.1h", 72*time.Minute)},
+		{"retry-after below the tier", full, 2, retryAfter, 0, retry(3, "orders.retry.1h", 72*time.Minute)},
 		{"transient from last tier is exhausted", full, 3, transient, 0.5, dlq(delivery.ClassExhausted)},
 		{"retry-after from last tier is exhausted", full, 3, retryAfter, 0.5, dlq(delivery.ClassExhausted)},
 		{"transient without tiers is exhausted", noTiers, 0, transient, 0.5, dlq(delivery.ClassExhausted)},

@@ -134,8 +134,9 @@ type Options struct {
 	// transactions.
 	CommitInterval time.Duration
 	// MaxPending bounds the records held per partition between fetch and
-	// commit (default 16 × MaxInFlight); past it the partition's fetching
-	// pauses.
+	// commit (default the larger of 4096 and 32 × MaxInFlight); past it the
+	// partition's fetching pauses, and past half of it a commit is due at
+	// once.
 	MaxPending int
 	// Ordering is OrderingNone (default), OrderingKey or OrderingPartition.
 	Ordering string
@@ -193,6 +194,9 @@ type Engine struct {
 	retrying   int
 	stopping   bool
 	lastCommit time.Time
+	// settled counts entries settled and not yet taken by a transaction;
+	// a commit is due early when it reaches MaxPending/2.
+	settled int
 	// loose are op records not tied to a fetched record, written by the
 	// next transaction; looseAfter runs once it commits.
 	loose      []move
@@ -233,7 +237,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		opts.CommitInterval = 100 * time.Millisecond
 	}
 	if opts.MaxPending <= 0 {
-		opts.MaxPending = 16 * opts.MaxInFlight
+		opts.MaxPending = max(4096, 32*opts.MaxInFlight)
 	}
 	if opts.MaxParked <= 0 {
 		opts.MaxParked = 10000
@@ -325,6 +329,11 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(opts.FetchMaxWait),
 		kgo.ProducerBatchMaxBytes(int32(min(maxBytes, 1<<30))),
+		// Transactions last about one CommitInterval. A short timeout bounds
+		// how long a crashed instance's open transaction holds back
+		// read_committed readers when no successor with the same
+		// transactional ID aborts it (franz-go's default is 40s).
+		kgo.TransactionTimeout(15*time.Second),
 	)
 	copts = append(copts, opts.GroupOpts...)
 	copts = append(copts,
@@ -401,7 +410,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.drainResults()
 		e.dispatch(time.Now())
 		var tx *txn
-		if time.Since(e.lastCommit) >= e.opts.CommitInterval {
+		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 {
 			tx = e.prepare()
 		}
 		e.mu.Unlock()
@@ -526,9 +535,12 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 	}
 	e.mu.Lock()
 	e.resetLocked()
+	stopping := e.stopping
 	e.mu.Unlock()
 	e.needAbort.Store(true)
-	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	if !stopping { // at shutdown they were waited for already
+		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	}
 }
 
 // waitDeliveries waits for in-flight deliveries to end, at most d: a
@@ -571,6 +583,7 @@ func (e *Engine) resetLocked() {
 	}
 	e.shards = map[int32]*shard{}
 	e.ready, e.retryReady = nil, nil
+	e.settled = 0
 	e.loose, e.looseAfter = nil, nil
 }
 

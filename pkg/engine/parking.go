@@ -121,10 +121,19 @@ func (e *Engine) park(l *lane, en *entry) {
 	}
 	r := m.Record()
 	r.Partition = en.rec.Partition
+	if e.tooLarge(r) {
+		// Held unsettled, like a move that cannot fit (see apply): never
+		// lost, never committed past, loud.
+		e.stats.Stuck.Add(1)
+		e.log.Error("a record does not fit the parking topic; it holds its partition until max.message.bytes is raised there and kretry restarts",
+			"id", en.origin.ID(), "topic", r.Topic, "record_bytes", retrytopics.RecordSize(r), "max_message_bytes", e.topics.MaxBytes[r.Topic])
+		return
+	}
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
 		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: "park", Stage: "parking",
 	}})
 	en.settled = true
+	e.settled++
 	l.pendingParks++
 	e.stats.ParkedRecords.Add(1)
 	e.syncBlocked(l)
@@ -142,9 +151,10 @@ func (e *Engine) syncBlocked(l *lane) {
 	}
 }
 
-// spillAt is the length of a key's wait list at which its waiting source
-// records are parked (ordering key): a slow key then holds back the
-// partition's committed offset by one delivery, not by its whole backlog.
+// spillAt is the length of a key's wait list at which, once its partition
+// holds MaxPending/2 records, its waiting source records are parked
+// (ordering key): a slow key then holds back the partition's committed
+// offset by one delivery, not by its whole backlog.
 const spillAt = 8
 
 // spill parks the source records waiting in lane l behind its running one;

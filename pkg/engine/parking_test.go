@@ -324,7 +324,9 @@ func TestSlowKeySpillsToParking(t *testing.T) {
 	}
 	e.produce(recs...)
 	start := time.Now()
-	eng, _ := e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	o := e.keyedOptions(app, OnDeadLetterRelease)
+	o.MaxPending = 16 // spilling starts once the partition holds 8 records
+	eng, _ := e.start(o)
 	eventually(t, "other keys acknowledged", func() bool {
 		n := 0
 		for i := range 5 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -223,7 +224,7 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 			return
 		}
 		e.push(l, en)
-		if e.opts.Ordering == OrderingKey && l.keyed && len(l.wait) >= spillAt {
+		if e.opts.Ordering == OrderingKey && l.keyed && len(l.wait) >= spillAt && len(q.entries) >= e.opts.MaxPending/2 {
 			e.spill(l)
 		}
 	case parkStage:
@@ -274,15 +275,18 @@ func (e *Engine) dispatch(now time.Time) {
 		}
 		e.updatePauses(sh, now)
 	}
+	// Retries go first, up to their share, so a backlog of first attempts
+	// cannot make them late; first attempts take every slot left, and at
+	// least the share retries may not use.
 	retryCap := max(1, int(e.opts.RetryShare*float64(e.opts.MaxInFlight)))
-	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
-		l := e.ready[0]
-		e.ready = e.ready[1:]
-		e.start(l)
-	}
 	for len(e.retryReady) > 0 && e.inflight < e.opts.MaxInFlight && e.retrying < retryCap {
 		l := e.retryReady[0]
 		e.retryReady = e.retryReady[1:]
+		e.start(l)
+	}
+	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
+		l := e.ready[0]
+		e.ready = e.ready[1:]
 		e.start(l)
 	}
 }
@@ -365,16 +369,37 @@ func (e *Engine) start(l *lane) {
 var ErrHandlerPanic = errors.New("handler panicked")
 
 // deliverSafely delivers m, turning a panic of the handler into an error
-// (transient) instead of a crash of the process.
-func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%w: %v", ErrHandlerPanic, v)
-			e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		}
+// (transient) instead of a crash of the process, and a handler that does
+// not return once ctx is done into a timeout: its slot is freed and its
+// late answer is ignored.
+func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				done <- fmt.Errorf("%w: %v", ErrHandlerPanic, v)
+			}
+		}()
+		done <- e.opts.Deliverer.Deliver(ctx, m)
 	}()
-	return e.opts.Deliverer.Deliver(ctx, m)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(abandonAfter):
+			e.warnOnce("hung", "a delivery did not return after its context ended (the handler ignores its context?); treating it as a timeout", "id", m.ID)
+			return fmt.Errorf("delivery of %s abandoned: %w", m.ID, context.DeadlineExceeded)
+		}
+	}
 }
+
+// abandonAfter is how long a delivery may run past its deadline before its
+// slot is taken back.
+const abandonAfter = 100 * time.Millisecond
 
 // drainResults applies every finished delivery.
 func (e *Engine) drainResults() {
@@ -447,6 +472,7 @@ func (e *Engine) apply(r *result) {
 		}
 	}
 	en.settled = true
+	e.settled++
 	if e.parking() && l.keyed {
 		e.afterDelivery(l, en, route)
 	}
@@ -627,6 +653,9 @@ func (e *Engine) prepare() *txn {
 				take(q.entries[n])
 				n++
 			}
+			if q.stage != parkStage {
+				e.settled = max(e.settled-n, 0)
+			}
 			if n > 0 {
 				last := q.entries[n-1].rec
 				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
@@ -660,25 +689,27 @@ func (e *Engine) commit(tx *txn) error {
 	if err := e.sess.Begin(); err != nil {
 		return fmt.Errorf("engine: begin transaction: %w", err)
 	}
-	var produceErr error
-	errs := make(chan error, len(tx.moves))
+	var (
+		produceErr error
+		errMu      sync.Mutex
+	)
 	for _, m := range tx.moves {
 		e.sess.Produce(ctx, m.rec, func(r *kgo.Record, err error) {
 			if err != nil {
-				errs <- fmt.Errorf("writing to %s/%d: %w", r.Topic, r.Partition, err)
+				errMu.Lock()
+				produceErr = errors.Join(produceErr, fmt.Errorf("writing to %s/%d: %w", r.Topic, r.Partition, err))
+				errMu.Unlock()
 			}
 		})
 	}
-	if err := e.sess.Client().Flush(ctx); err != nil {
-		produceErr = err
-	}
-	close(errs)
-	for err := range errs {
-		produceErr = errors.Join(produceErr, err)
-	}
+	flushErr := e.sess.Client().Flush(ctx)
+	errMu.Lock() // a promise may still run after a failed Flush
+	produceErr = errors.Join(produceErr, flushErr)
+	perr := produceErr
+	errMu.Unlock()
 	try := kgo.TryCommit
-	if produceErr != nil {
-		e.log.Error("a move failed; aborting the transaction, its records will be delivered again", "err", produceErr)
+	if perr != nil {
+		e.log.Error("a move failed; aborting the transaction, its records will be delivered again", "err", perr)
 		try = kgo.TryAbort
 	}
 	if e.opts.beforeEnd != nil {
