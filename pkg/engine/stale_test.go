@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// txnTrace records, as the broker sees them, the transactional requests of
+// one transactional id: every TxnOffsetCommit (offsets per partition) and
+// every EndTxn (commit or abort) and InitProducerID, in order.
+type txnTrace struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (tr *txnTrace) add(format string, args ...any) {
+	tr.mu.Lock()
+	tr.lines = append(tr.lines, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	tr.mu.Unlock()
+}
+
+func (tr *txnTrace) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return strings.Join(tr.lines, "\n")
+}
+
+// newTracedEnv is newEnv on a kfake cluster of our own, whose transactional
+// requests are traced and whose control hook crash, when set, may cut an
+// engine's network in the middle of a transaction's end.
+func newTracedEnv(t *testing.T, partitions int32, tiers ...time.Duration) (*env, *kfake.Cluster, *txnTrace) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(int(partitions)), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tr := &txnTrace{}
+	c.Control(func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch req := kreq.(type) {
+		case *kmsg.InitProducerIDRequest:
+			if req.TransactionalID != nil {
+				tr.add("InitProducerID %s pid=%d epoch=%d", *req.TransactionalID, req.ProducerID, req.ProducerEpoch)
+			}
+		case *kmsg.TxnOffsetCommitRequest:
+			var b strings.Builder
+			for _, t := range req.Topics {
+				for _, p := range t.Partitions {
+					fmt.Fprintf(&b, " %s/%d=%d", t.Topic, p.Partition, p.Offset)
+				}
+			}
+			tr.add("TxnOffsetCommit v%d epoch=%d gen=%d%s", req.Version, req.ProducerEpoch, req.Generation, b.String())
+		case *kmsg.EndTxnRequest:
+			tr.add("EndTxn v%d epoch=%d commit=%v", req.Version, req.ProducerEpoch, req.Commit)
+		}
+		return nil, nil, false
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	src := "orders"
+	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, src); err != nil {
+		t.Fatal(err)
+	}
+	plan := retrytopics.Plan{Source: src, DLQ: retrytopics.DLQTopic(src)}
+	for _, d := range tiers {
+		plan.Tiers = append(plan.Tiers, retrytopics.Tier{Topic: retrytopics.TierTopic(src, d), Delay: d})
+	}
+	return &env{t: t, addrs: c.ListenAddrs(), plan: plan, adm: adm, app: newRecorder()}, c, tr
+}
+
+// hop identifies one copy of one move: the original record and the number
+// of deliveries behind it.
+func hopOf(r *kgo.Record) string {
+	tp, _ := header(r, retrytopics.HeaderOriginalTopic)
+	p, _ := header(r, retrytopics.HeaderOriginalPartition)
+	o, _ := header(r, retrytopics.HeaderOriginalOffset)
+	a, _ := header(r, retrytopics.HeaderAttempt)
+	return tp + "/" + p + "/" + o + "#" + a
+}
+
+// checkPlaces checks, on the committed data after a drained run, that no
+// stage holds two copies of one hop (a tier) or of one record (the DLQ), and
+// that the group's committed offset of each source and tier partition is
+// past its every record (the run drained, so nothing may be left behind a
+// commit: a record at or past it is delivered again by the next owner).
+func checkPlaces(t *testing.T, e *env, group string) (dups int) {
+	t.Helper()
+	for _, topic := range append(tierTopics(e), e.plan.DLQ) {
+		seen := map[string][]string{}
+		for _, r := range readTopic(t, e, topic) {
+			k := hopOf(r)
+			if topic == e.plan.DLQ {
+				k, _, _ = strings.Cut(k, "#")
+			}
+			seen[k] = append(seen[k], fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+		}
+		for k, at := range seen {
+			if len(at) > 1 {
+				dups++
+				t.Errorf("%s holds %d copies of %s, at %v", topic, len(at), k, at)
+			}
+		}
+	}
+	// A tier record acknowledged, its release committed, and delivered
+	// again from the tier (a stale copy) writes its release op twice.
+	if parking := retrytopics.ParkingTopic(e.plan.Source); parking != "" {
+		ops := map[string][]int64{}
+		for _, r := range readTopic(t, e, parking) {
+			if op, ref, origin, ok := opOf(r); ok && (op == opRelease || op == opBlock) && origin == "" {
+				k := fmt.Sprintf("%d %s %s", r.Partition, op, ref)
+				ops[k] = append(ops[k], r.Offset)
+			}
+		}
+		for k, at := range ops {
+			if len(at) > 1 {
+				dups++
+				t.Errorf("parking holds %d committed ops %q, at offsets %v: a move was committed twice", len(at), k, at)
+			}
+		}
+	}
+	offs, err := e.adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range append([]string{e.plan.Source}, tierTopics(e)...) {
+		for _, r := range e.recordsAfterCommit(group, topic) {
+			o, _ := offs.Lookup(topic, r.Partition)
+			t.Errorf("%s/%d/%d (%s) is at or past the group's committed offset %d after the run drained", topic, r.Partition, r.Offset, hopOf(r), o.At)
+		}
+	}
+	return dups
+}
+
+// readTopic returns every committed record of topic, read with
+// read_committed from the start up to each partition's end offset.
+func readTopic(t *testing.T, e *env, topic string) []*kgo.Record {
+	t.Helper()
+	ends, err := e.adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := map[int32]kgo.Offset{}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			start[o.Partition] = kgo.NewOffset().AtStart()
+			left[o.Partition] = o.Offset
+		}
+	})
+	if len(start) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(5 * time.Second)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, r := range p.Records {
+				out = append(out, r)
+			}
+			// The end offset may be a control record's: the
+			// partition is read once the high watermark is reached.
+			if end, ok := left[p.Partition]; ok && p.HighWatermark >= end && (len(p.Records) == 0 || p.Records[len(p.Records)-1].Offset+2 >= end) {
+				delete(left, p.Partition)
+			}
+		})
+	}
+	return out
+}
+
+func tierTopics(e *env) []string {
+	var out []string
+	for _, t := range e.plan.Tiers {
+		out = append(out, t.Topic)
+	}
+	return out
+}
+
+// TestStaleCopyAfterCrash crashes engines sharing one transactional id at
+// random moments — while idle, inside a transaction after its moves are
+// flushed, just after the broker took its offsets (TxnOffsetCommit), and
+// just as it ends it (EndTxn) — several times in a row, each time starting
+// a successor at once, and then checks where every record landed: one copy
+// per hop in each tier, one per record in the DLQ, conservation, and
+// committed offsets past every record, and no parking block/release op
+// committed twice (a stale tier copy acknowledged again). It runs only with
+// KRETRY_STALE_ROUNDS=N (N rounds of the four crash modes).
+func TestStaleCopyAfterCrash(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("KRETRY_STALE_ROUNDS"))
+	if rounds < 1 {
+		t.Skip("set KRETRY_STALE_ROUNDS=N to run: a minutes-long crash loop, and its timer mode sometimes wedges " +
+			"(a member killed while joining keeps a partition; the final engine never gets it), which is a liveness issue, not a duplicate")
+	}
+	for i := range rounds {
+		for _, mode := range []string{"timer", "beforeEnd", "afterTxnOffsetCommit", "atEndTxn"} {
+			t.Run(fmt.Sprintf("%s/%d", mode, i), func(t *testing.T) {
+				t.Parallel()
+				staleRound(t, mode, int64(i))
+			})
+		}
+	}
+}
+
+func staleRound(t *testing.T, mode string, seed int64) {
+	const parts = 2
+	e, c, tr := newTracedEnv(t, parts, 100*time.Millisecond, 200*time.Millisecond)
+	rng := rand.New(rand.NewPCG(uint64(seed), uint64(len(mode))))
+	w := newWorkload(150, 9, parts, 30, 5, 5)
+	e.app.setAnswer(w.answer)
+	half := len(w.recs) / 2
+	e.produce(w.recs[:half]...)
+
+	var killCur atomic.Pointer[func()]
+	var armed atomic.Bool
+	// A member killed inside its JoinGroup stays pending in the broker
+	// until its rebalance timeout (60s by default): keep it short, as the
+	// session timeout is.
+	group := append([]kgo.Opt{kgo.RebalanceTimeout(2 * time.Second)}, fastGroup...)
+	txid := "test-" + t.Name()
+	// Mid-End crash points: the broker handles the request, and the
+	// engine's network is cut a moment later, before it hears back.
+	if mode == "afterTxnOffsetCommit" || mode == "atEndTxn" {
+		key := int16(kmsg.TxnOffsetCommit)
+		if mode == "atEndTxn" {
+			key = int16(kmsg.EndTxn)
+		}
+		c.ControlKey(key, func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if armed.Load() && rng.IntN(3) == 0 {
+				armed.Store(false)
+				if k := killCur.Load(); k != nil {
+					go func() {
+						time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+						(*k)()
+					}()
+				}
+			}
+			return nil, nil, false
+		})
+	}
+	const crashes = 4
+	for n := range crashes {
+		o := e.keyedOptions(e.app, OnDeadLetterRelease)
+		o.TransactionalID = txid
+		o.GroupOpts = group
+		var kill func()
+		crashed := make(chan struct{})
+		var once sync.Once
+		doKill := func() {
+			once.Do(func() {
+				tr.add("--- crash %d (%s)", n, mode)
+				kill()
+				close(crashed)
+			})
+		}
+		if mode == "beforeEnd" {
+			var txns atomic.Int64
+			at := int64(2 + rng.IntN(8))
+			o.beforeEnd = func() {
+				if txns.Add(1) == at {
+					doKill()
+				}
+			}
+		}
+		kill = e.startCrashable(o)
+		killCur.Store(&doKill)
+		if n == 1 {
+			e.produce(w.recs[half:]...)
+		}
+		switch mode {
+		case "timer":
+			time.AfterFunc(time.Duration(200+rng.IntN(1200))*time.Millisecond, doKill)
+		case "afterTxnOffsetCommit", "atEndTxn":
+			time.AfterFunc(time.Duration(200+rng.IntN(600))*time.Millisecond, func() { armed.Store(true) })
+			time.AfterFunc(5*time.Second, doKill) // in case no transaction comes
+		}
+		select {
+		case <-crashed:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("crash %d did not happen", n)
+		}
+	}
+	o := e.keyedOptions(e.app, OnDeadLetterRelease)
+	o.TransactionalID = txid
+	o.GroupOpts = group
+	_, stop := e.start(o)
+	deadline := time.Now().Add(30 * time.Second)
+	behind := func() int {
+		n := 0
+		for _, topic := range append([]string{e.plan.Source}, tierTopics(e)...) {
+			n += len(e.recordsAfterCommit(o.Group, topic))
+		}
+		return n
+	}
+	for !(w.settled(e) && behind() == 0) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !w.settled(e) {
+		t.Errorf("not every record acknowledged or dead-lettered after 30s")
+		dlq := e.dlqIDs()
+		e.app.mu.Lock()
+		for _, r := range w.recs {
+			rid := id(e.plan.Source, r.Partition, r.Offset)
+			if e.app.acked[rid] == 0 && dlq[rid] == 0 {
+				var seen []string
+				for _, c := range e.app.calls {
+					if c.msg.ID == rid {
+						seen = append(seen, fmt.Sprintf("attempt %d ok=%v at %s", c.msg.Attempt, c.ok, c.at.Format("15:04:05.000")))
+					}
+				}
+				t.Logf("unsettled %s key=%s value=%s: %v", rid, r.Key, r.Value, seen)
+			}
+		}
+		e.app.mu.Unlock()
+	}
+	stop()
+	dups := checkPlaces(t, e, o.Group)
+	w.verify(t, e)
+	if t.Failed() {
+		t.Logf("dups=%d; transaction trace:\n%s", dups, tr)
+		dumpTopics(t, e, o)
+	}
+}
+
+// dumpTopics logs every committed record of the tiers and the group's
+// committed offsets.
+func dumpTopics(t *testing.T, e *env, o Options) {
+	offs, _ := e.adm.FetchOffsets(context.Background(), o.Group)
+	var lines []string
+	offs.Each(func(r kadm.OffsetResponse) {
+		lines = append(lines, fmt.Sprintf("%s/%d=%d", r.Topic, r.Partition, r.At))
+	})
+	sort.Strings(lines)
+	t.Logf("committed: %s", strings.Join(lines, " "))
+	for _, topic := range append(tierTopics(e), o.ParkingTopic) {
+		var b strings.Builder
+		for _, r := range readTopic(t, e, topic) {
+			op, ref, _, _ := opOf(r)
+			fmt.Fprintf(&b, "\n  %d/%d key=%s %s %s %s", r.Partition, r.Offset, r.Key, hopOf(r), op, ref)
+		}
+		t.Logf("%s:%s", topic, b.String())
+	}
+}
+
+// startCrashable runs an engine whose process can be "killed": kill cuts
+// its network and silences its log. Unlike startKillable, the severed
+// engine's moves fail within a second instead of retrying for the 60s of
+// commit's context.
+func (e *env) startCrashable(o Options) (kill func()) {
+	e.t.Helper()
+	d := &severableDialer{}
+	o.ClientOpts = append(o.ClientOpts[:len(o.ClientOpts):len(o.ClientOpts)], kgo.Dialer(d.dial), kgo.RetryTimeout(2*time.Second),
+		// A severed engine's moves fail within a second, so that its Flush
+		// returns (commit closes its error channel once Flush returns, and
+		// a promise failing after that panics the test binary).
+		kgo.RecordDeliveryTimeout(time.Second))
+	out := &switchWriter{w: e.t.Output()}
+	o.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: testLogLevel}))
+	eng, err := New(context.Background(), o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { eng.Run(ctx); close(done) }()
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			d.sever()
+			out.mu.Lock()
+			out.off = true
+			out.mu.Unlock()
+			cancel()
+		})
+	}
+	e.t.Cleanup(func() {
+		kill()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	return kill
+}
