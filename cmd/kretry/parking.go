@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/pkg/sidecar"
 )
 
@@ -88,7 +88,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	for _, p := range parts {
-		r := engine.OperatorRelease(t.Parking.Topic, p, []byte(*key))
+		r := parking.OperatorRelease(t.Parking.Topic, p, []byte(*key))
 		if err := cl.ProduceSync(cctx, r).FirstErr(); err != nil {
 			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 			return exitFail

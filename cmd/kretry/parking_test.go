@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/broker"
-	"github.com/kretry/kretry/pkg/engine"
 )
 
 // TestParkingReleaseFindsThePartition: the key is parked on partition 2,
@@ -67,7 +67,7 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 	defer cancel()
 	fs := rd.PollFetches(pctx)
 	recs := fs.Records()
-	if len(recs) != 1 || string(recs[0].Key) != key || recs[0].Headers[0].Key != engine.HeaderParkingOp {
+	if len(recs) != 1 || string(recs[0].Key) != key || recs[0].Headers[0].Key != parking.HeaderOp {
 		t.Fatalf("partition 2 after the parked record holds %v", recs)
 	}
 

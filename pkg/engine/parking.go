@@ -6,75 +6,36 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )
 
-// The parking partition p holds two kinds of record, and together they are
-// the changelog of partition p's blocked keys:
-//
-//   - parked records: a source record of a blocked key, byte for byte, behind
-//     the kretry header run (kretry-stage is the parking topic);
-//
-//   - op records, whose first header is kretry-parking-op, keyed by the lane
-//     key (the record key; "" for ordering partition), with no value:
-//
-//     block    the record whose ce-id is kretry-parking-ref went to a tier:
-//     the key is blocked while it is there
-//     release  that record left the tiers; kretry-parking-ref is
-//     "<verdict> <ce-id>", verdict "ok" (delivered) or the on_dead_letter
-//     policy under which it was dead-lettered. A release whose ce-id is not
-//     a current head (a tier record delivered again after a crash) is
-//     ignored
-//     settle   the parked record at offset kretry-parking-ref was delivered,
-//     moved on or dead-lettered
-//     unblock  the key has no record in the tiers and none parked
-//     barrier  written by a new owner of the partition; see below
-//
-// Ops are written in the same transaction as the move or commit they
-// describe. On assignment the new owner writes a barrier record with a
-// nonce of its own, replays the partition from its committed offset up to
-// that barrier (every block without release blocks its key; every parked
-// record without a settle is parked), and only then delivers records of
-// the partition's source and tiers. The parking partition's committed
-// offset advances past a key's records and ops once the key is unblocked, so
-// the replay is bounded by what is still blocked.
-//
-// An operator releases a key held under OnDeadLetterHold by writing a
-// release op with kretry-parking-origin: operator (`kretry parking release`).
+// The parking partition is the changelog of its blocked keys; its format
+// and the replay rules are documented in package parking.
+
+// Names kept in this package for its callers and tests.
 const (
-	HeaderParkingOp     = "kretry-parking-op"
-	HeaderParkingRef    = "kretry-parking-ref"
-	HeaderParkingOrigin = "kretry-parking-origin"
+	HeaderParkingOp     = parking.HeaderOp
+	HeaderParkingRef    = parking.HeaderRef
+	HeaderParkingOrigin = parking.HeaderOrigin
+	OriginOperator      = parking.OriginOperator
 
-	opBlock   = "block"
-	opRelease = "release"
-	opSettle  = "settle"
-	opUnblock = "unblock"
-	opBarrier = "barrier"
-
-	// OriginOperator marks an op written by an operator, not by an engine.
-	OriginOperator = "operator"
+	opBlock   = parking.OpBlock
+	opRelease = parking.OpRelease
+	opSettle  = parking.OpSettle
+	opUnblock = parking.OpUnblock
+	opBarrier = parking.OpBarrier
 )
+
+// OperatorRelease is parking.OperatorRelease.
+func OperatorRelease(parkingTopic string, p int32, key []byte) *kgo.Record {
+	return parking.OperatorRelease(parkingTopic, p, key)
+}
 
 // opRecord builds an op record for partition p of the parking topic.
 func (e *Engine) opRecord(p int32, key []byte, op, ref string) *kgo.Record {
-	hs := []kgo.RecordHeader{{Key: HeaderParkingOp, Value: []byte(op)}}
-	if ref != "" {
-		hs = append(hs, kgo.RecordHeader{Key: HeaderParkingRef, Value: []byte(ref)})
-	}
-	return &kgo.Record{Topic: e.opts.ParkingTopic, Partition: p, Key: key, Headers: hs, Timestamp: time.Now()}
-}
-
-// OperatorRelease builds the op record that releases key on partition p of
-// parkingTopic (for `kretry parking release`): a key held after its head was
-// dead-lettered under OnDeadLetterHold gets its parked records delivered.
-func OperatorRelease(parkingTopic string, p int32, key []byte) *kgo.Record {
-	return &kgo.Record{Topic: parkingTopic, Partition: p, Key: key, Timestamp: time.Now(), Headers: []kgo.RecordHeader{
-		{Key: HeaderParkingOp, Value: []byte(opRelease)},
-		{Key: HeaderParkingRef, Value: []byte(OnDeadLetterRelease)},
-		{Key: HeaderParkingOrigin, Value: []byte(OriginOperator)},
-	}}
+	return parking.OpRecord(e.opts.ParkingTopic, p, key, op, ref)
 }
 
 func (e *Engine) barrierRecord(sh *shard) *kgo.Record {
@@ -82,19 +43,8 @@ func (e *Engine) barrierRecord(sh *shard) *kgo.Record {
 }
 
 func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
-	if len(r.Headers) == 0 || r.Headers[0].Key != HeaderParkingOp {
-		return "", "", "", false
-	}
-	op = string(r.Headers[0].Value)
-	for _, h := range r.Headers[1:] {
-		switch h.Key {
-		case HeaderParkingRef:
-			ref = string(h.Value)
-		case HeaderParkingOrigin:
-			origin = string(h.Value)
-		}
-	}
-	return op, ref, origin, true
+	o, ok := parking.ParseOp(r)
+	return o.Kind, o.Ref, o.Origin, ok
 }
 
 // laneKeyOf is the lane key of a parking record: the record key, or "" for
@@ -256,7 +206,7 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 			}
 			break
 		}
-		verdict, id := splitRef(ref)
+		verdict, id := parking.SplitRef(ref)
 		if !l.blockWritten || !l.heads[id] {
 			en.settled = true // a release without its block: not one of ours
 			break
@@ -292,18 +242,6 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 	}
 }
 
-// splitRef splits a release op's ref "<verdict> <ce-id>": verdict is "ok"
-// (the head was delivered) or the on_dead_letter policy in force when it was
-// dead-lettered.
-func splitRef(ref string) (verdict, id string) {
-	for i := 0; i < len(ref); i++ {
-		if ref[i] == ' ' {
-			return ref[:i], ref[i+1:]
-		}
-	}
-	return ref, ""
-}
-
 // addHead notes that record id of the key is in the tiers.
 func (l *lane) addHead(id string) {
 	if l.heads == nil {
@@ -317,7 +255,7 @@ func (l *lane) addHead(id string) {
 // dead-lettered.
 func (e *Engine) resolve(l *lane, verdict, id string) {
 	switch verdict {
-	case "ok":
+	case parking.VerdictOK:
 		l.releasing, l.gapAfter = true, ""
 	case OnDeadLetterHold:
 		l.hold = true
@@ -390,11 +328,11 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		// — a copy delivered again after a crash — changes nothing.)
 		id := en.origin.ID()
 		delete(l.heads, id)
-		verdict := "ok"
+		verdict := parking.VerdictOK
 		if route.Action == retrytopics.DeadLetter {
 			verdict = e.opts.OnDeadLetter
 		}
-		ref := verdict + " " + id
+		ref := parking.ReleaseRef(verdict, id)
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
 		if len(l.heads) == 0 {
 			e.resolve(l, verdict, id)
@@ -408,7 +346,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 					e.feed(l, nil)
 				})
 			}
-			if verdict != "ok" {
+			if verdict != parking.VerdictOK {
 				e.log.Info("head of a blocked key dead-lettered", "partition", sh.p, "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked)+l.pendingParks)
 			}
 		}

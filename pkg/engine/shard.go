@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -716,20 +717,51 @@ func (e *Engine) commit(tx *txn) error {
 		e.opts.beforeEnd()
 	}
 	// The session would commit the fetched positions; commit instead, per
-	// partition, the first record not yet settled.
+	// partition, the first record not yet settled. A partition the session
+	// lists that the engine does not know keeps its last committed offset
+	// (never the fetched position, which may be past unsettled records); a
+	// partition the engine knows that the session left out is added.
+	committedBefore := e.sess.Client().CommittedOffsets()
+	var unknown []string
 	fctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		seen := map[string]map[int32]bool{}
 		for i := range req.Topics {
 			t := &req.Topics[i]
+			seen[t.Topic] = map[int32]bool{}
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
+				seen[t.Topic][p.Partition] = true
 				if o, ok := tx.offsets[t.Topic][p.Partition]; ok {
 					p.Offset, p.LeaderEpoch = o.Offset, o.Epoch
+				} else if c, ok := committedBefore[t.Topic][p.Partition]; ok {
+					p.Offset, p.LeaderEpoch = c.Offset, c.Epoch
+					unknown = append(unknown, fmt.Sprintf("%s/%d", t.Topic, p.Partition))
 				}
+			}
+		}
+		for topic, ps := range tx.offsets {
+			for part, o := range ps {
+				if seen[topic][part] || (committedBefore[topic][part] == o) {
+					continue
+				}
+				i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == topic })
+				if i < 0 {
+					rt := kmsg.NewTxnOffsetCommitRequestTopic()
+					rt.Topic = topic
+					req.Topics = append(req.Topics, rt)
+					i = len(req.Topics) - 1
+				}
+				rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
+				req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 			}
 		}
 		return nil
 	})
 	committed, err := e.sess.End(fctx, try)
+	if len(unknown) > 0 {
+		e.warnOnce("unknown-commit", "the transaction listed partitions the engine holds no state for; their committed offsets were kept", "partitions", unknown)
+	}
 	e.obs.Committed(CommitEvent{Group: e.opts.Group, Source: e.plan.Source, Committed: committed && err == nil, Records: tx.records, Duration: time.Since(start)})
 	if err != nil || !committed {
 		e.stats.Aborted.Add(1)
