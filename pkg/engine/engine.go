@@ -497,11 +497,6 @@ func (e *Engine) shutdown() error {
 }
 
 func (e *Engine) close() {
-	e.mu.Lock()
-	for _, sh := range e.shards {
-		sh.stopTimers()
-	}
-	e.mu.Unlock()
 	// Close leaves the group; no transaction is open here.
 	e.sess.Close()
 	e.adm.Close()
@@ -566,7 +561,6 @@ func (e *Engine) resetLocked() {
 	e.gen++
 	var resume map[string][]int32
 	for p, sh := range e.shards {
-		sh.stopTimers()
 		for t, q := range sh.queues {
 			if q.paused {
 				if resume == nil {

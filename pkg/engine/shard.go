@@ -586,8 +586,6 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 	}
 }
 
-func (sh *shard) stopTimers() {}
-
 // parkedCount is the records parked or on their way to parking.
 func (sh *shard) parkedCount() int {
 	n := 0
