@@ -194,8 +194,8 @@ type Engine struct {
 	retrying   int
 	stopping   bool
 	lastCommit time.Time
-	// settled counts entries settled and not yet taken by a transaction;
-	// a commit is due early when it reaches MaxPending/2.
+	// settled counts entries settled since the last transaction; a commit
+	// is due early when it reaches MaxPending/2.
 	settled int
 	// loose are op records not tied to a fetched record, written by the
 	// next transaction; looseAfter runs once it commits.

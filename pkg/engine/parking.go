@@ -101,11 +101,27 @@ func (e *Engine) syncBlocked(l *lane) {
 	}
 }
 
-// spillAt is the length of a key's wait list at which, once its partition
-// holds MaxPending/2 records, its waiting source records are parked
-// (ordering key): a slow key then holds back the partition's committed
-// offset by one delivery, not by its whole backlog.
-const spillAt = 8
+// spillAfter is how long a delivery may hold its partition's committed
+// offset before the records of its key waiting behind it are parked
+// (ordering key): a slow key then holds the committed offset back by one
+// delivery, not by its whole backlog, and never parks a healthy key.
+const spillAfter = 100 * time.Millisecond
+
+// maybeSpill spills the lane of sh's oldest unsettled source record when
+// that record has been in delivery longer than spillAfter and records of
+// its key wait behind it.
+func (e *Engine) maybeSpill(sh *shard, now time.Time) {
+	for _, en := range sh.src.entries {
+		if en.settled {
+			continue
+		}
+		l := e.laneFor(sh, en.rec.Key)
+		if l.keyed && l.running == en && now.Sub(en.started) > spillAfter && len(l.wait) > 0 {
+			e.spill(l)
+		}
+		return
+	}
+}
 
 // spill parks the source records waiting in lane l behind its running one;
 // they are delivered in order from the parking topic once it finishes.

@@ -305,38 +305,37 @@ func (r *recorder) callsForValue(v string) []call {
 	return out
 }
 
-// TestSlowKeySpillsToParking: a key whose deliveries take 50ms each builds a
-// backlog; its waiting records are parked, so the source's committed offset
-// does not wait for the whole backlog, the key's order holds and other keys
-// are not slowed.
+// TestSlowKeySpillsToParking: a key whose deliveries take 150ms each builds
+// a backlog; once one of them holds the partition's committed offset longer
+// than spillAfter, its waiting records are parked, so the source's committed
+// offset does not wait for the whole backlog, the key's order holds and
+// other keys are not slowed.
 func TestSlowKeySpillsToParking(t *testing.T) {
 	e := newEnv(t, 1, time.Second)
 	slow := func(m *delivery.Message) error {
 		if string(m.Key) == "S" {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond)
 		}
 		return nil
 	}
 	app := &slowRecorder{recorder: e.app, slow: slow}
 	var recs []*kgo.Record
-	for i := range 40 {
+	for i := range 20 {
 		recs = append(recs, rec("S", fmt.Sprintf("s%02d", i)), rec(fmt.Sprintf("k%d", i%5), fmt.Sprintf("o%02d", i)))
 	}
 	e.produce(recs...)
 	start := time.Now()
-	o := e.keyedOptions(app, OnDeadLetterRelease)
-	o.MaxPending = 16 // spilling starts once the partition holds 8 records
-	eng, _ := e.start(o)
+	eng, _ := e.start(e.keyedOptions(app, OnDeadLetterRelease))
 	eventually(t, "other keys acknowledged", func() bool {
 		n := 0
 		for i := range 5 {
 			n += len(e.app.ackedValues(fmt.Sprintf("k%d", i)))
 		}
-		return n == 40
+		return n == 20
 	})
 	others := time.Since(start)
 	if others > time.Second {
-		t.Errorf("other keys took %v; the slow key (40 × 50ms = 2s) held them up", others)
+		t.Errorf("other keys took %v; the slow key (20 × 150ms = 3s) held them up", others)
 	}
 	// The committed source offset passes the slow key's backlog long before
 	// the slow key is done.
@@ -346,13 +345,13 @@ func TestSlowKeySpillsToParking(t *testing.T) {
 			return false
 		}
 		o, ok := offs.Lookup("orders", 0)
-		return ok && o.At >= 70
+		return ok && o.At >= 35
 	})
-	if n := len(e.app.ackedValues("S")); n >= 40 {
+	if n := len(e.app.ackedValues("S")); n >= 20 {
 		t.Errorf("the slow key already finished (%d acks): the check above proved nothing", n)
 	}
 	eventually(t, "parking committed", func() bool { return eng.Stats().Parked.Load() > 0 })
-	eventually(t, "slow key done", func() bool { return len(e.app.ackedValues("S")) == 40 })
+	eventually(t, "slow key done", func() bool { return len(e.app.ackedValues("S")) == 20 })
 	got := e.app.ackedValues("S")
 	for i, v := range got {
 		if v != fmt.Sprintf("s%02d", i) {

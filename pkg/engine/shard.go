@@ -75,6 +75,8 @@ type entry struct {
 	gapAfter string
 	// op is the parking op of a marker record ("" for a record).
 	op string
+	// started is when its delivery started.
+	started time.Time
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -225,9 +227,6 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 			return
 		}
 		e.push(l, en)
-		if e.opts.Ordering == OrderingKey && l.keyed && len(l.wait) >= spillAt && len(q.entries) >= e.opts.MaxPending/2 {
-			e.spill(l)
-		}
 	case parkStage:
 		e.acceptParking(sh, en)
 	default:
@@ -266,6 +265,9 @@ func (e *Engine) dispatch(now time.Time) {
 	for _, sh := range e.shards {
 		if sh.restoring {
 			continue
+		}
+		if e.opts.Ordering == OrderingKey {
+			e.maybeSpill(sh, now)
 		}
 		for _, q := range sh.tiers {
 			for q.next < len(q.entries) && !q.entries[q.next].due.After(now) {
@@ -349,6 +351,7 @@ func (e *Engine) start(l *lane) {
 		Attempt:   attemptOf(o.Attempts),
 		GapAfter:  en.gapAfter,
 	}
+	en.started = time.Now()
 	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
 	e.deliveries.Add(1)
 	e.stats.InFlight.Add(1)
@@ -374,6 +377,11 @@ var ErrHandlerPanic = errors.New("handler panicked")
 // not return once ctx is done into a timeout: its slot is freed and its
 // late answer is ignored.
 func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
+	if _, ok := e.opts.Deliverer.(*delivery.HTTP); ok {
+		// net/http ends a request when its context ends: no watchdog
+		// goroutine needed (it would cost one more goroutine per record).
+		return e.opts.Deliverer.Deliver(ctx, m)
+	}
 	done := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -473,7 +481,9 @@ func (e *Engine) apply(r *result) {
 		}
 	}
 	en.settled = true
-	e.settled++
+	if en.q.stage != parkStage { // parking entries are not counted (see prepare)
+		e.settled++
+	}
 	if e.parking() && l.keyed {
 		e.afterDelivery(l, en, route)
 	}
@@ -621,6 +631,7 @@ type txn struct {
 // is nothing new.
 func (e *Engine) prepare() *txn {
 	e.lastCommit = time.Now()
+	e.settled = 0
 	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}}
 	take := func(en *entry) {
 		if en.moved {
@@ -651,9 +662,6 @@ func (e *Engine) prepare() *txn {
 			for n < len(q.entries) && q.entries[n].settled {
 				take(q.entries[n])
 				n++
-			}
-			if q.stage != parkStage {
-				e.settled = max(e.settled-n, 0)
 			}
 			if n > 0 {
 				last := q.entries[n-1].rec
