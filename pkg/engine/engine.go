@@ -202,7 +202,6 @@ type Engine struct {
 	loose      []move
 	looseAfter []func()
 
-	results     chan *result
 	deliveries  sync.WaitGroup
 	needAbort   atomic.Bool // a rebalance happened: end an empty transaction first
 	hard        context.Context
@@ -282,7 +281,6 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		log:         log,
 		obs:         opts.Observer,
 		shards:      map[int32]*shard{},
-		results:     make(chan *result, opts.MaxInFlight),
 		instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
 	}
 	if e.obs == nil {
@@ -407,7 +405,6 @@ func (e *Engine) Run(ctx context.Context) error {
 
 		e.mu.Lock()
 		e.ingest(fetches.Records())
-		e.drainResults()
 		e.dispatch(time.Now())
 		var tx *txn
 		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 {
@@ -487,7 +484,6 @@ func (e *Engine) shutdown() error {
 		return nil // state was dropped by a rebalance: nothing to commit
 	}
 	e.mu.Lock()
-	e.drainResults()
 	tx := e.prepare()
 	e.mu.Unlock()
 	if tx != nil {

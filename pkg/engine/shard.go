@@ -363,8 +363,18 @@ func (e *Engine) start(l *lane) {
 		r.took = time.Since(start)
 		cancel()
 		e.stats.InFlight.Add(-1)
-		e.results <- r
-		e.wake()
+		// Apply the result and start the next deliveries right here: going
+		// through the poll loop would leave the slot idle for a loop turn.
+		e.mu.Lock()
+		e.apply(r)
+		if !e.stopping && !e.needAbort.Load() {
+			e.dispatch(time.Now())
+		}
+		early := e.settled >= e.opts.MaxPending/2
+		e.mu.Unlock()
+		if early {
+			e.wake() // a commit is due
+		}
 	}()
 }
 
@@ -410,17 +420,6 @@ func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
 // slot is taken back.
 const abandonAfter = 100 * time.Millisecond
 
-// drainResults applies every finished delivery.
-func (e *Engine) drainResults() {
-	for {
-		select {
-		case r := <-e.results:
-			e.apply(r)
-		default:
-			return
-		}
-	}
-}
 
 // apply routes one finished delivery.
 func (e *Engine) apply(r *result) {
@@ -782,9 +781,6 @@ func (e *Engine) commit(tx *txn) error {
 		}
 		e.mu.Unlock()
 		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
-		e.mu.Lock()
-		e.drainResults()
-		e.mu.Unlock()
 		return nil
 	}
 	e.stats.Batches.Add(1)
