@@ -420,7 +420,6 @@ func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
 // slot is taken back.
 const abandonAfter = 100 * time.Millisecond
 
-
 // apply routes one finished delivery.
 func (e *Engine) apply(r *result) {
 	e.inflight--
