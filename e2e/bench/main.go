@@ -81,7 +81,7 @@ func main() {
 		noMem      = flag.Bool("no-memory", false, "skip the memory micro-measure")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file")
 		verbose    = flag.Bool("v", false, "log the peers' warnings")
-		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, 16 × MaxInFlight)")
+		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, max(4096, 32 × MaxInFlight))")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		fetchWait  = flag.Duration("fetch-wait", 250*time.Millisecond, "fetch max wait of every peer (kretry's default is 250ms)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
