@@ -94,8 +94,11 @@ type Kafka struct {
 	// aborts what its predecessor left open) and distinct between hosts (no
 	// fencing). Default "kretry".
 	TransactionalID string `koanf:"transactional_id"`
-	// FetchMaxWait bounds how long a fetch waits for data (default 250ms);
-	// it also bounds how late a resumed retry tier partition is fetched.
+	// FetchMaxWait bounds how long a fetch waits for data (default 50ms). A
+	// partition resumed after a pause (a tier record coming due, a source
+	// partition after back-pressure) is fetched only once the fetch in
+	// flight returns, so this bounds that delay; the cost is an idle fetch
+	// per broker every FetchMaxWait.
 	FetchMaxWait time.Duration `koanf:"fetch_max_wait"`
 	// SessionTimeout is the consumer group session timeout (default 45s,
 	// Kafka's): how long a crashed instance keeps its partitions before the

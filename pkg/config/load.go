@@ -33,7 +33,7 @@ const EnvConfigFile = "KRETRY_CONFIG"
 const (
 	DefaultClientID        = "kretry"
 	DefaultTransactionalID = "kretry"
-	DefaultFetchMaxWait    = 250 * time.Millisecond
+	DefaultFetchMaxWait    = 50 * time.Millisecond
 	DefaultSessionTimeout  = 45 * time.Second
 	DefaultEmbeddedListen  = "127.0.0.1:9092"
 	DefaultEmbeddedDataDir = ".kretry/data"
@@ -73,7 +73,7 @@ func DefaultTransient() []int { return []int{408, 425, 429, 500, 502, 503, 504} 
 
 // Default returns a Config holding every default that does not depend on
 // another field: brokers [embedded], client and transactional ID "kretry",
-// fetch_max_wait 250ms, the embedded broker on 127.0.0.1:9092 with data in
+// fetch_max_wait 50ms, the embedded broker on 127.0.0.1:9092 with data in
 // .kretry/data and 3 partitions, app timeout 10s, 64 deliveries in flight,
 // ce-type "kafka.record", metrics on 127.0.0.1:9464 per partition, log level
 // info in text format, a lag scan every 30s with a 10s timeout per broker

@@ -103,7 +103,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 			Brokers:         []string{"embedded"},
 			ClientID:        "kretry",
 			TransactionalID: "kretry",
-			FetchMaxWait:    250 * time.Millisecond,
+			FetchMaxWait:    50 * time.Millisecond,
 			SessionTimeout:  45 * time.Second,
 		},
 		Embedded: config.Broker{Listen: "127.0.0.1:9092", DataDir: ".kretry/data", Partitions: 3},

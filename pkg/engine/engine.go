@@ -126,8 +126,9 @@ type Options struct {
 	// DeliveryTimeout bounds one delivery (default 10s). The HTTP deliverer
 	// has its own; this one also bounds in-process handlers.
 	DeliveryTimeout time.Duration
-	// FetchMaxWait bounds how long a fetch waits for data (default 250ms),
-	// and so how late a resumed tier partition is fetched.
+	// FetchMaxWait bounds how long a fetch waits for data (default 50ms),
+	// and so how late a resumed partition is fetched (franz-go does not cut
+	// short a fetch in flight when a partition resumes).
 	FetchMaxWait time.Duration
 	// CommitInterval is how often finished records are committed (default
 	// 100ms). Shorter: less redelivery after a crash; longer: fewer
@@ -197,6 +198,9 @@ type Engine struct {
 	// settled counts entries settled since the last transaction; a commit
 	// is due early when it reaches MaxPending/2.
 	settled int
+	// barrierDue: newly assigned partitions wait for their barrier; write it
+	// at once rather than at the next CommitInterval.
+	barrierDue bool
 	// loose are op records not tied to a fetched record, written by the
 	// next transaction; looseAfter runs once it commits.
 	loose      []move
@@ -230,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		opts.DeliveryTimeout = 10 * time.Second
 	}
 	if opts.FetchMaxWait <= 0 {
-		opts.FetchMaxWait = 250 * time.Millisecond
+		opts.FetchMaxWait = 50 * time.Millisecond
 	}
 	if opts.CommitInterval <= 0 {
 		opts.CommitInterval = 100 * time.Millisecond
@@ -407,7 +411,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.ingest(fetches.Records())
 		e.dispatch(time.Now())
 		var tx *txn
-		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 {
+		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 || e.barrierDue {
+			e.barrierDue = false
 			tx = e.prepare()
 		}
 		e.mu.Unlock()
@@ -508,6 +513,10 @@ func (e *Engine) assigned(m map[string][]int32) {
 	e.log.Info("partitions assigned", "partitions", m)
 	for _, p := range m[e.plan.Source] {
 		e.shardFor(p)
+	}
+	if e.parking() && len(m[e.plan.Source]) > 0 {
+		e.barrierDue = true
+		e.wake()
 	}
 }
 

@@ -760,6 +760,24 @@ func (e *Engine) commit(tx *txn) error {
 				req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 			}
 		}
+		if len(req.Topics) == 0 {
+			// Commit one unchanged offset rather than none: franz-go
+			// (v1.22.3) reads KIP-447 support off the TxnOffsetCommit
+			// response, and a transaction without one (only barriers or
+			// parking ops) would hold the session's lock for 500ms after
+			// ending, as for a pre-2.5 broker.
+			for topic, ps := range committedBefore {
+				for part, o := range ps {
+					rt := kmsg.NewTxnOffsetCommitRequestTopic()
+					rt.Topic = topic
+					rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
+					rt.Partitions = append(rt.Partitions, rp)
+					req.Topics = append(req.Topics, rt)
+					return nil
+				}
+			}
+		}
 		return nil
 	})
 	committed, err := e.sess.End(fctx, try)
