@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -244,39 +245,13 @@ func TestKillWhileBlockedThenRestore(t *testing.T) {
 // group's committed offsets.
 func (e *env) parkedAfterCommit(group, topic string) []*kgo.Record {
 	e.t.Helper()
-	offs, err := e.adm.FetchOffsets(context.Background(), group)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	start := map[int32]kgo.Offset{}
-	for p := range e.partitions(topic) {
-		start[p] = kgo.NewOffset().AtStart()
-		if o, ok := offs.Lookup(topic, p); ok && o.At >= 0 {
-			start[p] = kgo.NewOffset().At(o.At)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []*kgo.Record
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			if len(r.Headers) == 0 || r.Headers[0].Key != HeaderParkingOp {
-				out = append(out, r)
-			}
-		})
-		if n == 0 {
-			return out
+	for _, r := range e.recordsAfterCommit(group, topic) {
+		if _, isOp := parking.ParseOp(r); !isOp {
+			out = append(out, r)
 		}
 	}
+	return out
 }
 
 func (e *env) partitions(topic string) map[int32]bool {
