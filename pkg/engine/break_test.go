@@ -737,27 +737,7 @@ func (e *env) startKillable(o Options) (eng *Engine, stop, kill func()) {
 	o.ClientOpts = append(slices.Clone(o.ClientOpts), kgo.Dialer(d.dial), kgo.RetryTimeout(2*time.Second), kgo.TransactionTimeout(5*time.Second))
 	out := &switchWriter{w: e.t.Output()}
 	o.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: testLogLevel}))
-	eng, err := New(context.Background(), o)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					e.t.Errorf("engine.Run: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				e.t.Error("engine did not stop within 20s")
-			}
-		})
-	}
+	eng, stop, cancel, once := e.launch(o)
 	kill = func() {
 		once.Do(func() {
 			d.sever()

@@ -92,6 +92,16 @@ func (e *env) options(d delivery.Deliverer) Options {
 // start runs an engine until the test ends; stop() stops it early.
 func (e *env) start(o Options) (eng *Engine, stop func()) {
 	e.t.Helper()
+	eng, stop, _, _ = e.launch(o)
+	e.t.Cleanup(stop)
+	return eng, stop
+}
+
+// launch runs an engine. stop cancels it and waits (at most 20s) for Run to
+// return, once; cancel and once let a caller end it another way (see
+// startKillable).
+func (e *env) launch(o Options) (eng *Engine, stop func(), cancel context.CancelFunc, once *sync.Once) {
+	e.t.Helper()
 	eng, err := New(context.Background(), o)
 	if err != nil {
 		e.t.Fatal(err)
@@ -99,7 +109,7 @@ func (e *env) start(o Options) (eng *Engine, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
-	var once sync.Once
+	once = &sync.Once{}
 	stop = func() {
 		once.Do(func() {
 			cancel()
@@ -113,8 +123,7 @@ func (e *env) start(o Options) (eng *Engine, stop func()) {
 			}
 		})
 	}
-	e.t.Cleanup(stop)
-	return eng, stop
+	return eng, stop, cancel, once
 }
 
 // readAll returns every committed record of topic. The topic's writes are
