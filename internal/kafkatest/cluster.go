@@ -1,0 +1,407 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config shapes a cluster. The zero value is one node with test settings.
+type Config struct {
+	// Nodes is the number of combined broker+controller nodes: 1 or 3
+	// (default 1). With 3, internal topics and new topics get replication
+	// factor 3 and min.insync.replicas 2, so one node can be down.
+	Nodes int
+	// Props are broker properties set on every node, over the defaults
+	// (see [DefaultProps]).
+	Props map[string]string
+	// JVMOpts replace the default JVM options, which favour start-up time
+	// over peak throughput (benchmarks pass their own).
+	JVMOpts []string
+	// StartTimeout bounds the wait for every node to serve metadata
+	// (default 90s).
+	StartTimeout time.Duration
+}
+
+// DefaultJVMOpts start a node quickly and small.
+var DefaultJVMOpts = []string{"-Xms128m", "-Xmx768m", "-XX:+UseSerialGC",
+	"-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Djava.awt.headless=true"}
+
+// DefaultProps are the broker settings for tests on a cluster of n nodes:
+// no initial rebalance delay, group session timeouts down to 100ms (as the
+// embedded broker's tests use), few internal-topic partitions, replication
+// that fits n, and a fast sweep of timed-out transactions.
+func DefaultProps(n int) map[string]string {
+	rf, isr := strconv.Itoa(n), strconv.Itoa(min(n, 2))
+	return map[string]string{
+		"group.initial.rebalance.delay.ms":                            "0",
+		"group.min.session.timeout.ms":                                "100",
+		"offsets.topic.replication.factor":                            rf,
+		"offsets.topic.num.partitions":                                "10",
+		"transaction.state.log.replication.factor":                    rf,
+		"transaction.state.log.min.isr":                               isr,
+		"transaction.state.log.num.partitions":                        "10",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+		"default.replication.factor":                                  rf,
+		"min.insync.replicas":                                         isr,
+		"num.partitions":                                              "1",
+		"auto.create.topics.enable":                                   "true",
+	}
+}
+
+// Cluster is a running set of Kafka nodes.
+type Cluster struct {
+	cfg   Config
+	jars  string
+	dir   string
+	id    string // cluster id, shared by the nodes' storage
+	nodes []*node
+}
+
+type node struct {
+	id          int // node.id, 1-based
+	port, cport int // client and controller listener ports
+	dir         string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Start fetches the jars if needed, formats and starts cfg.Nodes nodes and
+// waits until every one serves metadata. On error nothing is left running.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 1
+	}
+	if cfg.Nodes < 1 {
+		return nil, fmt.Errorf("kafkatest: Nodes %d: want 1 or more", cfg.Nodes)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 90 * time.Second
+	}
+	if cfg.JVMOpts == nil {
+		cfg.JVMOpts = DefaultJVMOpts
+	}
+	jars, err := Jars()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kafkatest-")
+	if err != nil {
+		return nil, fmt.Errorf("kafkatest: %w", err)
+	}
+	c := &Cluster{cfg: cfg, jars: filepath.Join(jars, "lib"), dir: dir, id: newClusterID()}
+	ports, err := freePorts(2 * cfg.Nodes)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for i := range cfg.Nodes {
+		c.nodes = append(c.nodes, &node{id: i + 1, port: ports[2*i], cport: ports[2*i+1],
+			dir: filepath.Join(dir, "node"+strconv.Itoa(i+1))})
+	}
+	if err := c.format(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for _, n := range c.nodes {
+		if err := c.launch(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.waitReady(ctx, cfg.Nodes); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Addrs are the bootstrap addresses (host:port) of every node.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)))
+	}
+	return out
+}
+
+// Nodes is the number of nodes; node ids are 1..Nodes.
+func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// Kill sends SIGKILL to node id (1-based) and waits for it to exit. Killing
+// a node that is not running does nothing.
+func (c *Cluster) Kill(id int) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return nil
+}
+
+// Restart starts node id again on its ports and data (killing it first if
+// it runs) and waits until the cluster reports all its nodes.
+func (c *Cluster) Restart(ctx context.Context, id int) error {
+	if err := c.Kill(id); err != nil {
+		return err
+	}
+	n, _ := c.node(id)
+	if err := c.launch(n); err != nil {
+		return err
+	}
+	return c.waitReady(ctx, len(c.nodes))
+}
+
+// Running reports whether node id's process is alive.
+func (c *Cluster) Running(id int) bool {
+	n, err := c.node(id)
+	if err != nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop kills every node and removes the cluster's data.
+func (c *Cluster) Stop() {
+	for _, n := range c.nodes {
+		_ = c.Kill(n.id)
+	}
+	os.RemoveAll(c.dir)
+}
+
+// LogTail returns the last max bytes of node id's broker log.
+func (c *Cluster) LogTail(id, max int) string {
+	n, err := c.node(id)
+	if err != nil {
+		return err.Error()
+	}
+	b, err := os.ReadFile(filepath.Join(n.dir, "broker.log"))
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+func (c *Cluster) node(id int) (*node, error) {
+	if id < 1 || id > len(c.nodes) {
+		return nil, fmt.Errorf("kafkatest: no node %d (the cluster has 1..%d)", id, len(c.nodes))
+	}
+	return c.nodes[id-1], nil
+}
+
+// props is node n's server.properties.
+func (c *Cluster) props(n *node) map[string]string {
+	var voters []string
+	for _, o := range c.nodes {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", o.id, o.cport))
+	}
+	p := DefaultProps(len(c.nodes))
+	maps.Copy(p, map[string]string{
+		"process.roles":                  "broker,controller",
+		"node.id":                        strconv.Itoa(n.id),
+		"controller.quorum.voters":       strings.Join(voters, ","),
+		"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.cport),
+		"advertised.listeners":           fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.port),
+		"controller.listener.names":      "CONTROLLER",
+		"inter.broker.listener.name":     "PLAINTEXT",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"log.dirs":                       filepath.Join(n.dir, "data"),
+	})
+	maps.Copy(p, c.cfg.Props)
+	return p
+}
+
+func (c *Cluster) writeConfig(n *node) (string, error) {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return "", fmt.Errorf("kafkatest: %w", err)
+	}
+	p := c.props(n)
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, p[k])
+	}
+	file := filepath.Join(n.dir, "server.properties")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("kafkatest: %w", err)
+	}
+	log4j := fmt.Sprintf(`status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = %s
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%%d] %%p %%m (%%c)%%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka.request.logger
+logger.kafka.level = WARN
+`, filepath.Join(n.dir, "broker.log"))
+	if err := os.WriteFile(filepath.Join(n.dir, "log4j2.properties"), []byte(log4j), 0o644); err != nil {
+		return "", fmt.Errorf("kafkatest: %w", err)
+	}
+	return file, nil
+}
+
+// format writes every node's storage (kafka-storage.sh format), in parallel.
+func (c *Cluster) format(ctx context.Context) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		file, err := c.writeConfig(n)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, "java", append(c.jvm(n), "kafka.tools.StorageTool",
+				"format", "-t", c.id, "-c", file)...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("kafkatest: formatting node %d: %w\n%s", n.id, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) jvm(n *node) []string {
+	args := slices.Clone(c.cfg.JVMOpts)
+	return append(args, "-Dlog4j2.configurationFile="+filepath.Join(n.dir, "log4j2.properties"),
+		"-cp", filepath.Join(c.jars, "*"))
+}
+
+// launch starts node n's process.
+func (c *Cluster) launch(n *node) error {
+	file := filepath.Join(n.dir, "server.properties")
+	cmd := exec.Command("java", append(c.jvm(n), "kafka.Kafka", file)...)
+	out, err := os.OpenFile(filepath.Join(n.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// The node dies with the test binary, even on a crash or a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("kafkatest: starting node %d: %w", n.id, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		out.Close()
+		close(done)
+	}()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until metadata from every running node lists want
+// brokers, failing early when a node's process exits.
+func (c *Cluster) waitReady(ctx context.Context, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	for _, n := range c.nodes {
+		if !c.Running(n.id) {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second))
+		if err != nil {
+			return fmt.Errorf("kafkatest: %w", err)
+		}
+		err = c.waitNode(ctx, kadm.NewClient(cl), n, want)
+		cl.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitNode(ctx context.Context, adm *kadm.Client, n *node, want int) error {
+	for {
+		if !c.Running(n.id) {
+			return fmt.Errorf("kafkatest: node %d exited while starting; its log ends:\n%s", n.id, c.LogTail(n.id, 4000))
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		bs, err := adm.ListBrokers(rctx)
+		cancel()
+		if err == nil && len(bs) >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: node %d not ready after %v (brokers seen %d of %d, last error %v); its log ends:\n%s",
+				n.id, c.cfg.StartTimeout, len(bs), want, err, c.LogTail(n.id, 4000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n distinct loopback ports free at the time of asking.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("kafkatest: free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// newClusterID is a random KRaft cluster id (16 bytes, base64url, no padding).
+func newClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
