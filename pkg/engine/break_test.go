@@ -45,7 +45,7 @@ func (e *env) forgedTierRecord(tier int, p int32, key, value string, override ma
 		Topic:   e.plan.Tiers[tier-1].Topic,
 		Due:     now,
 		Failure: retrytopics.Failure{Class: delivery.ClassTransient, Status: 503, Message: "forged", At: now},
-		Group:   "orders-kretry",
+		Group:   e.group(),
 		Version: "forged",
 	}
 	r := m.Record()
@@ -103,8 +103,8 @@ func TestBreakTierRecordNamingAnotherPartition(t *testing.T) {
 	eventually(t, "the other records acknowledged", func() bool { return e.app.numAcked() >= 6 })
 	time.Sleep(time.Second) // tiers 100ms + 200ms: the forged record is through by now
 	for _, r := range recs {
-		if n := len(e.app.callsFor(id("orders", r.Partition, r.Offset))); n != 1 {
-			t.Errorf("%s delivered %d times, want 1 (no failure, no rebalance)", id("orders", r.Partition, r.Offset), n)
+		if n := len(e.app.callsFor(id(e.plan.Source, r.Partition, r.Offset))); n != 1 {
+			t.Errorf("%s delivered %d times, want 1 (no failure, no rebalance)", id(e.plan.Source, r.Partition, r.Offset), n)
 		}
 	}
 	if n := eng.Stats().Aborted.Load(); n != 0 {
@@ -296,7 +296,7 @@ func TestBreakNearMaxSizeRecordIsRetried(t *testing.T) {
 	}
 	if e.app.numAcked() == 0 {
 		t.Errorf("a %d-byte record (source limit %d) never made it through its retry: %d deliveries, %d aborted transactions, %d retried",
-			len(big.Value), limit, len(e.app.callsFor("orders/0/0")), eng.Stats().Aborted.Load(), eng.Stats().Retried[0].Load())
+			len(big.Value), limit, len(e.app.callsFor(id(e.plan.Source, 0, 0))), eng.Stats().Aborted.Load(), eng.Stats().Retried[0].Load())
 	}
 }
 
@@ -337,7 +337,7 @@ func TestBreakBinaryAndEmptyKeysPark(t *testing.T) {
 		return eng.Stats().BlockedKeys.Load() == 0 && eng.Stats().ParkedRecords.Load() == 0
 	})
 	eventually(t, "parking committed past every parked record", func() bool {
-		return len(e.parkedAfterCommit("orders-kretry", retrytopics.ParkingTopic("orders"))) == 0
+		return len(e.parkedAfterCommit(e.group(), retrytopics.ParkingTopic(e.plan.Source))) == 0
 	})
 }
 
@@ -359,8 +359,8 @@ func TestBreakSourceRecordWithKretryHeaderRun(t *testing.T) {
 	for _, r := range []*kgo.Record{forged, parked} {
 		cs := e.app.callsForValue(string(r.Value))
 		for _, c := range cs {
-			if c.msg.ID != id("orders", 0, r.Offset) {
-				t.Errorf("%s attempt %d: id %s, want %s", r.Value, c.msg.Attempt, c.msg.ID, id("orders", 0, r.Offset))
+			if c.msg.ID != id(e.plan.Source, 0, r.Offset) {
+				t.Errorf("%s attempt %d: id %s, want %s", r.Value, c.msg.Attempt, c.msg.ID, id(e.plan.Source, 0, r.Offset))
 			}
 			if !sameHeaders(c.msg.Headers, r.Headers) {
 				t.Errorf("%s attempt %d: headers changed: got %d headers, want %d", r.Value, c.msg.Attempt, len(c.msg.Headers), len(r.Headers))
@@ -423,9 +423,8 @@ func describeOps(rs []*kgo.Record) string {
 // partition's committed offset behind them forever (the replay at each
 // assignment is meant to be bounded by what is still blocked).
 func TestBreakForgedParkingOps(t *testing.T) {
-	parking := retrytopics.ParkingTopic("orders")
 	op := func(key []byte, op, ref string) *kgo.Record {
-		r := &kgo.Record{Topic: parking, Key: key, Headers: []kgo.RecordHeader{{Key: HeaderParkingOp, Value: []byte(op)}}}
+		r := &kgo.Record{Key: key, Headers: []kgo.RecordHeader{{Key: HeaderParkingOp, Value: []byte(op)}}}
 		if ref != "" {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderParkingRef, Value: []byte(ref)})
 		}
@@ -443,9 +442,11 @@ func TestBreakForgedParkingOps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1, 100*time.Millisecond)
+			parking := retrytopics.ParkingTopic(e.plan.Source)
 			if _, err := e.adm.CreateTopic(context.Background(), 1, 1, nil, parking); err != nil {
 				t.Fatal(err)
 			}
+			tc.rec.Topic = parking
 			e.produce(tc.rec)
 			e.app.setAnswer(failing(map[string][]error{"v0": {e503}}))
 			e.produce(rec("K", "v0"), rec("K", "v1"), rec("J", "w0"))
@@ -457,7 +458,7 @@ func TestBreakForgedParkingOps(t *testing.T) {
 			deadline := time.Now().Add(3 * time.Second)
 			var left []*kgo.Record
 			for {
-				left = e.recordsAfterCommit("orders-kretry", parking)
+				left = e.recordsAfterCommit(e.group(), parking)
 				if len(left) == 0 || time.Now().After(deadline) {
 					break
 				}
@@ -526,11 +527,11 @@ func TestBreakMarkerReadBackAfterUnblockSettles(t *testing.T) {
 			t.Errorf("%s acknowledged %s, want %s", k, got, want)
 		}
 	}
-	parking := retrytopics.ParkingTopic("orders")
+	parking := retrytopics.ParkingTopic(e.plan.Source)
 	deadline := time.Now().Add(2 * time.Second)
 	var left []*kgo.Record
 	for {
-		left = e.recordsAfterCommit("orders-kretry", parking)
+		left = e.recordsAfterCommit(e.group(), parking)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -697,7 +698,7 @@ func (w *workload) drained(t *testing.T, e *env, d time.Duration) {
 	t.Helper()
 	waitFor(t, "every record acknowledged or dead-lettered", d, func() bool { return w.settled(e) })
 	waitFor(t, "nothing parked past the committed offsets", d, func() bool {
-		return len(e.parkedAfterCommit("orders-kretry", retrytopics.ParkingTopic("orders"))) == 0
+		return len(e.parkedAfterCommit(e.group(), retrytopics.ParkingTopic(e.plan.Source))) == 0
 	})
 }
 
@@ -967,7 +968,7 @@ func TestBreakMaxParkedBackPressure(t *testing.T) {
 		t.Errorf("up to %d records parked at once with MaxParked 3", m)
 	}
 	t.Logf("at most %d parked at once; %d parked in all", maxParked.Load(), eng.Stats().Parked.Load())
-	eventually(t, "nothing parked", func() bool { return len(e.parkedAfterCommit("orders-kretry", retrytopics.ParkingTopic("orders"))) == 0 })
+	eventually(t, "nothing parked", func() bool { return len(e.parkedAfterCommit(e.group(), retrytopics.ParkingTopic(e.plan.Source))) == 0 })
 }
 
 // A tier partition is read in order, so one record waiting for a
@@ -1024,7 +1025,7 @@ func TestBreakOperatorReleaseOfUnheldKeyChangesNothing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("r0 not delivered")
 	}
-	e.produce(OperatorRelease(retrytopics.ParkingTopic("orders"), 0, []byte("K")))
+	e.produce(OperatorRelease(retrytopics.ParkingTopic(e.plan.Source), 0, []byte("K")))
 	time.Sleep(150 * time.Millisecond) // the op is read back while r0 is delivered
 	e.produce(rec("K", "r1"))
 	time.Sleep(100 * time.Millisecond) // r1 is read while r0 is delivered
@@ -1051,7 +1052,7 @@ func TestBreakOperatorReleaseOfUnheldKeyChangesNothing(t *testing.T) {
 // stop committing and redeliver everything, for ever (found at d7fdc58).
 func TestBreakRecordTooLargeToParkIsHeld(t *testing.T) {
 	e := newEnv(t, 1, 100*time.Millisecond)
-	parking := retrytopics.ParkingTopic("orders")
+	parking := retrytopics.ParkingTopic(e.plan.Source)
 	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, nil, parking); err != nil {
 		t.Fatal(err)
 	}
@@ -1077,7 +1078,7 @@ func TestBreakRecordTooLargeToParkIsHeld(t *testing.T) {
 	if n := eng.Stats().Aborted.Load(); n != 0 {
 		t.Errorf("%d transactions aborted, want 0: the park of a record too large for the parking topic aborts every transaction", n)
 	}
-	t.Logf("big record: %d deliveries; stuck %d", len(e.app.callsFor("orders/0/1")), eng.Stats().Stuck.Load())
+	t.Logf("big record: %d deliveries; stuck %d", len(e.app.callsFor(id(e.plan.Source, 0, 1))), eng.Stats().Stuck.Load())
 }
 
 // Bytes are sacred through parking too: a tombstone, an empty value and
@@ -1112,7 +1113,7 @@ func TestBreakBytesThroughParking(t *testing.T) {
 			if policy == OnDeadLetterRelease {
 				eventually(t, "3 released", func() bool { return e.app.numAcked() == 3 })
 				for _, r := range in[1:] {
-					cs := e.app.callsFor(id("orders", 0, r.Offset))
+					cs := e.app.callsFor(id(e.plan.Source, 0, r.Offset))
 					if len(cs) != 1 {
 						t.Fatalf("offset %d: %d deliveries", r.Offset, len(cs))
 					}

@@ -119,7 +119,7 @@ func TestPausedTierSurvivesRevokeAndReassign(t *testing.T) {
 	stoppedB := time.Now()
 
 	eventually(t, "delivered on retry", func() bool { return e.app.numAcked() == 1 })
-	cs := e.app.callsFor("orders/0/0")
+	cs := e.app.callsFor(id(e.plan.Source, 0, 0))
 	if len(cs) != 2 {
 		for _, c := range cs {
 			t.Logf("attempt %d at %v", c.msg.Attempt, c.at.Format(time.StampMilli))

@@ -32,7 +32,7 @@ func TestSuccessPath(t *testing.T) {
 	eventually(t, "30 records acknowledged", func() bool { return e.app.numAcked() == 30 })
 	eventually(t, "30 deliveries counted", func() bool { return eng.Stats().Delivered.Load() == 30 })
 	for _, r := range recs {
-		cs := e.app.callsFor(id("orders", r.Partition, r.Offset))
+		cs := e.app.callsFor(id(e.plan.Source, r.Partition, r.Offset))
 		if len(cs) != 1 || cs[0].msg.Attempt != 1 || !bytes.Equal(cs[0].msg.Value, r.Value) || !bytes.Equal(cs[0].msg.Key, r.Key) {
 			t.Fatalf("record %d/%d: deliveries %+v", r.Partition, r.Offset, cs)
 		}
@@ -64,14 +64,14 @@ func TestPermanentGoesToDLQWithHeadersAndNoRetryWrite(t *testing.T) {
 		retrytopics.HeaderAttempt:           "1",
 		retrytopics.HeaderStage:             e.plan.DLQ,
 		retrytopics.HeaderDueTime:           "",
-		retrytopics.HeaderOriginalTopic:     "orders",
+		retrytopics.HeaderOriginalTopic:     e.plan.Source,
 		retrytopics.HeaderOriginalPartition: "0",
 		retrytopics.HeaderOriginalOffset:    "0",
 		retrytopics.HeaderOriginalTimestamp: "2026-01-02T03:04:05.006Z",
 		retrytopics.HeaderErrorClass:        "permanent",
 		retrytopics.HeaderErrorStatus:       "422",
 		retrytopics.HeaderErrorMessage:      "status 422: bad volume",
-		retrytopics.HeaderGroup:             "orders-kretry",
+		retrytopics.HeaderGroup:             e.group(),
 		retrytopics.HeaderVersion:           Version,
 	}
 	for k, v := range want {
@@ -97,7 +97,7 @@ func TestPermanentGoesToDLQWithHeadersAndNoRetryWrite(t *testing.T) {
 			t.Errorf("permanent failure wrote to %s (end offset %d)", tier.Topic, n)
 		}
 	}
-	if n := len(e.app.callsFor("orders/0/0")); n != 1 {
+	if n := len(e.app.callsFor(id(e.plan.Source, 0, 0))); n != 1 {
 		t.Errorf("app saw %d deliveries, want 1", n)
 	}
 }
@@ -113,7 +113,7 @@ func TestTransientRetriesOnceAfterDueTime(t *testing.T) {
 	e.produce(rec("k", "v"))
 	eng, _ := e.start(e.options(e.app))
 	eventually(t, "acknowledged on retry", func() bool { return e.app.numAcked() == 1 })
-	cs := e.app.callsFor("orders/0/0")
+	cs := e.app.callsFor(id(e.plan.Source, 0, 0))
 	if len(cs) != 2 {
 		t.Fatalf("%d deliveries, want 2", len(cs))
 	}
@@ -151,7 +151,7 @@ func TestAlwaysTransientExhaustsTiersThenDLQ(t *testing.T) {
 	e.produce(rec("k", "v"))
 	eng, _ := e.start(e.options(e.app))
 	eventually(t, "exhausted", func() bool { return eng.Stats().Exhausted.Load() == 1 })
-	cs := e.app.callsFor("orders/0/0")
+	cs := e.app.callsFor(id(e.plan.Source, 0, 0))
 	if len(cs) != 3 {
 		t.Fatalf("%d deliveries, want tiers+1 = 3", len(cs))
 	}
@@ -205,7 +205,7 @@ func TestClassChangeDeadLettersRightAfterPermanent(t *testing.T) {
 	eng, _ := e.start(e.options(e.app))
 	eventually(t, "dead-lettered", func() bool { return eng.Stats().Permanent.Load() == 1 })
 	time.Sleep(300 * time.Millisecond) // a wrong extra hop would show by now
-	if n := len(e.app.callsFor("orders/0/0")); n != 2 {
+	if n := len(e.app.callsFor(id(e.plan.Source, 0, 0))); n != 2 {
 		t.Errorf("%d deliveries, want 2", n)
 	}
 	if n := e.endOffset(e.plan.Tiers[1].Topic); n != 0 {
@@ -247,7 +247,7 @@ func TestBytesAreSacred(t *testing.T) {
 
 	// As delivered: the app sees the original bytes on every attempt.
 	for _, in := range []*kgo.Record{tomb, nullKey, empty} {
-		cs := e.app.callsFor(id("orders", 0, in.Offset))
+		cs := e.app.callsFor(id(e.plan.Source, 0, in.Offset))
 		if len(cs) != 2 {
 			t.Fatalf("offset %d: %d deliveries, want 2", in.Offset, len(cs))
 		}
@@ -329,7 +329,7 @@ func TestDeadLetteredLastRecordIsNotDeadLetteredAgainAfterRestart(t *testing.T) 
 	eng2, _ := e.start(e.options(e.app))
 	e.produce(rec("k2", "v2")) // a second record proves the restarted engine consumes
 	eventually(t, "second dead-lettered", func() bool { return eng2.Stats().Permanent.Load() == 1 })
-	if n := len(e.app.callsFor("orders/0/0")); n != 1 {
+	if n := len(e.app.callsFor(id(e.plan.Source, 0, 0))); n != 1 {
 		t.Errorf("the first record was delivered %d times, want 1", n)
 	}
 	if n := len(e.readAll(e.plan.DLQ)); n != 2 {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/pkg/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
@@ -31,20 +32,14 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
 	t.Helper()
-	// Short group timeouts let a killed member's partitions move quickly.
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions,
-		Opts: []kfake.Opt{kfake.GroupMinSessionTimeout(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	addrs := brokerAddrs(t, partitions)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
-	src := "orders"
+	src := sourceTopic()
 	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, src); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +47,25 @@ func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
 	for _, d := range tiers {
 		plan.Tiers = append(plan.Tiers, retrytopics.Tier{Topic: retrytopics.TierTopic(src, d), Delay: d})
 	}
-	return &env{t: t, addrs: b.Addrs(), plan: plan, adm: adm, app: newRecorder()}
+	return &env{t: t, addrs: addrs, plan: plan, adm: adm, app: newRecorder()}
+}
+
+// brokerAddrs returns the addresses of the pass's broker: a fresh embedded
+// broker for this test, or the shared Kafka node.
+func brokerAddrs(t *testing.T, partitions int32) []string {
+	t.Helper()
+	t.Logf("broker: %s", brokerKind)
+	if brokerKind == kafkatest.Kafka {
+		return kafkaCluster.addrs(t)
+	}
+	// Short group timeouts let a killed member's partitions move quickly.
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions,
+		Opts: []kfake.Opt{kfake.GroupMinSessionTimeout(100 * time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Addrs()
 }
 
 // produce writes recs to the source topic (Topic defaults to the source).
@@ -78,8 +91,8 @@ func (e *env) options(d delivery.Deliverer) Options {
 	return Options{
 		Brokers:         e.addrs,
 		Plan:            e.plan,
-		Group:           "orders-kretry",
-		TransactionalID: "test-" + e.t.Name(),
+		Group:           e.group(),
+		TransactionalID: "test-" + e.plan.Source + "-" + e.t.Name(),
 		Deliverer:       d,
 		MaxInFlight:     8,
 		DeliveryTimeout: 2 * time.Second,

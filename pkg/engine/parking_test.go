@@ -125,7 +125,7 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		}
 		for _, v := range []string{"v1", "v2"} {
 			c := e.app.callsForValue(v)
-			if len(c) == 0 || c[0].msg.GapAfter != "orders/0/0" {
+			if len(c) == 0 || c[0].msg.GapAfter != id(e.plan.Source, 0, 0) {
 				t.Errorf("%s: GapAfter %q, want the dead-lettered orders/0/0", v, c[0].msg.GapAfter)
 			}
 		}
@@ -169,7 +169,7 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		if n := eng.Stats().Parked.Load(); n != 3 {
 			t.Errorf("%d parked, want 3 (v1, v2 and v3 that came later)", n)
 		}
-		e.produce(OperatorRelease(retrytopics.ParkingTopic("orders"), 0, []byte("K")))
+		e.produce(OperatorRelease(retrytopics.ParkingTopic(e.plan.Source), 0, []byte("K")))
 		eventually(t, "released", func() bool { return len(e.app.ackedValues("K")) == 3 })
 		if got := strings.Join(e.app.ackedValues("K"), ","); got != "v1,v2,v3" {
 			t.Errorf("acknowledged %s, want v1,v2,v3", got)
@@ -237,7 +237,7 @@ func TestKillWhileBlockedThenRestore(t *testing.T) {
 	// Nothing parked is left behind: past the group's committed offset, the
 	// parking partition holds no parked record.
 	eventually(t, "parking committed past every parked record", func() bool {
-		return len(e.parkedAfterCommit("orders-kretry", retrytopics.ParkingTopic("orders"))) == 0
+		return len(e.parkedAfterCommit(e.group(), retrytopics.ParkingTopic(e.plan.Source))) == 0
 	})
 }
 
@@ -315,11 +315,11 @@ func TestSlowKeySpillsToParking(t *testing.T) {
 	// The committed source offset passes the slow key's backlog long before
 	// the slow key is done.
 	eventually(t, "source committed past the backlog", func() bool {
-		offs, err := e.adm.FetchOffsets(context.Background(), "orders-kretry")
+		offs, err := e.adm.FetchOffsets(context.Background(), e.group())
 		if err != nil {
 			return false
 		}
-		o, ok := offs.Lookup("orders", 0)
+		o, ok := offs.Lookup(e.plan.Source, 0)
 		return ok && o.At >= 35
 	})
 	if n := len(e.app.ackedValues("S")); n >= 20 {
