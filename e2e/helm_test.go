@@ -324,6 +324,7 @@ func decodeSpec(t *testing.T, d *k8sDoc, v any) {
 // TestHelmLint: the chart passes helm lint --strict, with the
 // ServiceMonitor off (default) and on.
 func TestHelmLint(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	for _, sets := range [][]string{nil, {"serviceMonitor.enabled=true"}} {
@@ -343,6 +344,7 @@ func TestHelmLint(t *testing.T) {
 // config with its probes on the metrics port, a config kretry accepts,
 // pointing at the app container, and the metrics Service.
 func TestHelmTemplate(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	r := renderChart(t, helm)
@@ -488,6 +490,7 @@ func subset(sel, labels map[string]string) bool {
 // TestHelmServiceMonitor: serviceMonitor.enabled=true adds a ServiceMonitor
 // scraping the Service's metrics port.
 func TestHelmServiceMonitor(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	r := renderChart(t, helm, "serviceMonitor.enabled=true")
@@ -513,6 +516,7 @@ func TestHelmServiceMonitor(t *testing.T) {
 // TestHelmConfigChecksum: a config change changes the pod annotation
 // checksum/config (the pods roll); a change elsewhere does not.
 func TestHelmConfigChecksum(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	sum := func(r *release) string { return r.deployment.Template.Metadata.Annotations["checksum/config"] }
@@ -553,6 +557,7 @@ func TestHelmConfigChecksum(t *testing.T) {
 // KRETRY_KAFKA__SASL__PASSWORD, which completes a config with a SASL
 // mechanism; a mechanism without any password is refused at render time.
 func TestHelmSASLPassword(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	r := renderChart(t, helm,
@@ -590,6 +595,7 @@ func TestHelmSASLPassword(t *testing.T) {
 // TestHelmRefusals: values that would give pods failing their probes or
 // cut shutdown short are refused at render time, with the reason.
 func TestHelmRefusals(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	for _, c := range []struct{ set, want string }{
@@ -609,6 +615,7 @@ func TestHelmRefusals(t *testing.T) {
 // probes' paths answer 200 on the port the Deployment declares, and that
 // SIGTERM ends it cleanly well within terminationGracePeriodSeconds.
 func TestHelmConfigBoots(t *testing.T) {
+	brokerIndependent(t)
 	t.Parallel()
 	helm := requireHelm(t)
 	_, port, err := net.SplitHostPort(freeAddr(t))

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kretry/kretry/internal/kafkatest"
 )
 
 // kretryBin is the binary under test, built once by TestMain.
@@ -36,7 +38,21 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building kretry:", err)
 		return 1
 	}
-	return m.Run()
+	return kafkatest.RunMain(m, func(k kafkatest.Kind) { brokerKind = k })
+}
+
+// brokerKind is the broker of the current pass (see internal/kafkatest):
+// tests that talk to a broker get it from startBroker.
+var brokerKind = kafkatest.Embedded
+
+// brokerIndependent skips the test in the real-Kafka pass: it talks to no
+// broker, or only to the embedded one on purpose, and ran in the embedded
+// pass.
+func brokerIndependent(t *testing.T) {
+	t.Helper()
+	if brokerKind != kafkatest.Embedded {
+		t.Skip("broker-independent: ran in the embedded pass")
+	}
 }
 
 // build compiles ./cmd/kretry from the module root into out, with -race
@@ -262,11 +278,15 @@ func waitTCP(t *testing.T, p *proc, addr string) {
 	}, func() { p.mustRun(t) })
 }
 
-// startBroker runs `kretry broker` on a free port with its data under a
-// temporary dir and returns it with its address, once it accepts
-// connections.
+// startBroker returns a broker of the current pass for this test and its
+// address: `kretry broker` on a free port with its data under a temporary
+// dir, once it accepts connections, or a new Apache Kafka node (then the
+// proc is nil).
 func startBroker(t *testing.T) (*proc, string) {
 	t.Helper()
+	if brokerKind == kafkatest.Kafka {
+		return nil, kafkatest.New(t, kafkatest.Config{}).Addrs()[0]
+	}
 	addr := freeAddr(t)
 	p := startKretry(t, "broker", "broker", "--listen", addr, "--data-dir", filepath.Join(t.TempDir(), "data"))
 	waitTCP(t, p, addr)

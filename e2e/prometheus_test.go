@@ -34,6 +34,7 @@ import (
 // in-process (sidecar.Run) on its embedded broker; the lag monitor scans
 // every 300ms with a window of 3 scans and watches the foreign group "app".
 func TestPrometheus(t *testing.T) {
+	brokerIndependent(t) // kretry on its embedded broker, in-process
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus not installed (Debian package prometheus): the metrics are not checked against a real Prometheus")
