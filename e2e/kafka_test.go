@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/kafkatest"
 )
 
 // newClient returns a franz-go client for addr, closed at the end of the
@@ -34,6 +36,9 @@ func createTopic(t *testing.T, addr, topic string, partitions int32) {
 	defer cancel()
 	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
 		t.Fatalf("creating %s: %v", topic, err)
+	}
+	if err := kafkatest.WaitTopics(ctx, adm, topic); err != nil {
+		t.Fatal(err)
 	}
 }
 

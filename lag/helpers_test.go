@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -11,14 +12,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/lag"
 	"github.com/kretry/kretry/pkg/broker"
 )
 
-// cluster is one in-process broker for a test.
+// cluster is one broker for a test: a fresh embedded broker, or in the
+// real-Kafka pass (see TestMain) a fresh Apache Kafka node.
 type cluster struct {
 	t     testing.TB
-	b     *broker.Broker
+	b     *broker.Broker     // embedded pass
+	kafka *kafkatest.Cluster // kafka pass
+	dir   string             // the embedded broker's data, kept across stopBroker/startBroker
 	addrs []string
 	cl    *kgo.Client
 	adm   *kadm.Client
@@ -26,18 +31,52 @@ type cluster struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1,
-		Opts: []kfake.Opt{kfake.GroupMinSessionTimeout(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
+	c := &cluster{t: t}
+	if brokerKind == kafkatest.Kafka {
+		c.kafka = kafkatest.New(t, kafkatest.Config{})
+		c.addrs = c.kafka.Addrs()
+	} else {
+		c.dir = t.TempDir()
+		c.startBroker("127.0.0.1:0")
+		c.addrs = c.b.Addrs()
 	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RetryTimeout(5*time.Second))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs...), kgo.RetryTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &cluster{t: t, b: b, addrs: b.Addrs(), cl: cl, adm: kadm.NewClient(cl)}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
+	return c
+}
+
+// startBroker starts (or restarts) the broker on listen, on its data.
+func (c *cluster) startBroker(listen string) {
+	c.t.Helper()
+	if c.kafka != nil {
+		if err := c.kafka.Restart(context.Background(), 1); err != nil {
+			c.t.Fatal(err)
+		}
+		return
+	}
+	b, err := broker.Start(broker.Config{Listen: listen, Partitions: 1, DataDir: c.dir,
+		Opts: []kfake.Opt{kfake.GroupMinSessionTimeout(100 * time.Millisecond)}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.b = b
+	c.t.Cleanup(b.Close)
+}
+
+// stopBroker stops the broker as a crash would (kill -9 for Kafka).
+func (c *cluster) stopBroker() {
+	c.t.Helper()
+	if c.kafka != nil {
+		if err := c.kafka.Kill(1); err != nil {
+			c.t.Fatal(err)
+		}
+		return
+	}
+	c.b.Close()
 }
 
 func (c *cluster) createTopic(name string, partitions int32) {
@@ -45,6 +84,9 @@ func (c *cluster) createTopic(name string, partitions int32) {
 	resp, err := c.adm.CreateTopic(context.Background(), partitions, 1, nil, name)
 	if err == nil {
 		err = resp.Err
+	}
+	if err == nil {
+		err = kafkatest.WaitTopics(context.Background(), c.adm, name)
 	}
 	if err != nil {
 		c.t.Fatalf("create topic %s: %v", name, err)
@@ -185,3 +227,12 @@ func hasRow(snap *lag.Snapshot, group, topic string) bool {
 type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) now() time.Time { return c.t }
+
+// TestMain runs every test once per broker ($KRETRY_TEST_BROKER; see
+// internal/kafkatest).
+func TestMain(m *testing.M) {
+	os.Exit(kafkatest.RunMain(m, func(k kafkatest.Kind) { brokerKind = k }))
+}
+
+// brokerKind is the broker of the current pass.
+var brokerKind = kafkatest.Embedded

@@ -302,14 +302,19 @@ func TestLagMissingTopicNotCreated(t *testing.T) {
 }
 
 // TestLagBrokerDown: when the broker is gone the scan ends within its
-// timeouts and reports every known partition ERR.
+// timeouts and reports every known partition ERR, never a stale value; when
+// it returns, the next scans recover the true lag.
 func TestLagBrokerDown(t *testing.T) {
 	c := newCluster(t)
 	c.createTopic("orders", 2)
-	c.commit("app", "orders", 0, 0)
+	c.produce("orders", 0, 5, time.Now())
+	c.commit("app", "orders", 0, 2)
 	m := c.monitor(lag.Config{Timeout: 300 * time.Millisecond, Groups: []lag.Group{{Name: "app", Topics: []lag.Topic{{Name: "orders"}}}}})
-	scan(t, m)
-	c.b.Close()
+	if r := findRow(t, scan(t, m), "app", "orders", 0); r.Lag != 3 {
+		t.Fatalf("before the stop: lag %d, want 3", r.Lag)
+	}
+	listen := c.addrs[0]
+	c.stopBroker()
 	start := time.Now()
 	snap, err := m.Scan(context.Background())
 	if took := time.Since(start); took > 3*time.Second {
@@ -325,6 +330,21 @@ func TestLagBrokerDown(t *testing.T) {
 		if r.Status != lag.StatusErr || r.Error == "" || r.Lag != -1 {
 			t.Errorf("row %+v, want ERR", r)
 		}
+	}
+
+	c.startBroker(listen)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := m.Scan(context.Background())
+		if err == nil {
+			if r := findRow(t, snap, "app", "orders", 0); r.Status != lag.StatusErr && r.Lag == 3 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery 30s after the broker returned: %v %+v", err, snap.Rows)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -131,7 +131,40 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if err := c.warmCoordinators(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// warmCoordinators waits until a group and a transaction coordinator can be
+// found, which creates __consumer_offsets and __transaction_state as a
+// cluster in service has them. Without it a test's first group or
+// transactional request meets COORDINATOR_NOT_AVAILABLE for a few seconds
+// (the embedded broker has its coordinators at once).
+func (c *Cluster) warmCoordinators(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		gerr := adm.FindGroupCoordinators(ctx, "kafkatest-warm-up").Error()
+		terr := adm.FindTxnCoordinators(ctx, "kafkatest-warm-up").Error()
+		if gerr == nil && terr == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: coordinators not available after %v: groups: %v; transactions: %v",
+				c.cfg.StartTimeout, gerr, terr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Addrs are the bootstrap addresses (host:port) of every node.
@@ -293,7 +326,7 @@ func (c *Cluster) format(ctx context.Context) error {
 		}
 		wg.Go(func() {
 			cmd := exec.CommandContext(ctx, "java", append(c.jvm(n), "kafka.tools.StorageTool",
-				"format", "-t", c.id, "-c", file)...)
+				"format", "--cluster-id="+c.id, "--config", file)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs[i] = fmt.Errorf("kafkatest: formatting node %d: %w\n%s", n.id, err, out)
 			}
@@ -404,4 +437,35 @@ func newClusterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// WaitTopics waits until every partition of topics has a leader that
+// answers ListOffsets. Kafka creates a topic asynchronously: CreateTopics
+// returns before its partitions are served, and a request sent at once may
+// meet UNKNOWN_TOPIC_OR_PARTITION (the embedded broker serves them at once).
+func WaitTopics(ctx context.Context, adm *kadm.Client, topics ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			ok := true
+			for _, t := range topics {
+				if len(offs[t]) == 0 {
+					ok = false
+				}
+			}
+			if ok {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: topics %v not served after 30s: %v", topics, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

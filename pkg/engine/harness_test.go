@@ -43,6 +43,9 @@ func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
 	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, src); err != nil {
 		t.Fatal(err)
 	}
+	if err := kafkatest.WaitTopics(context.Background(), adm, src); err != nil {
+		t.Fatal(err)
+	}
 	plan := retrytopics.Plan{Source: src, DLQ: retrytopics.DLQTopic(src)}
 	for _, d := range tiers {
 		plan.Tiers = append(plan.Tiers, retrytopics.Tier{Topic: retrytopics.TierTopic(src, d), Delay: d})
