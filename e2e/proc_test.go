@@ -128,8 +128,14 @@ type proc struct {
 // test log.
 func startKretry(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startKretryEnv(t, name, nil, args...)
+}
+
+// startKretryEnv is startKretry with extra environment variables.
+func startKretryEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(kretryBin, args...), done: make(chan struct{})}
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = cleanEnv(env...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -185,7 +191,14 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("%s did not exit within %v", p.name, timeout)
+		// SIGQUIT makes a Go process print every goroutine's stack to
+		// stderr, which the cleanup logs: where it hung.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("%s did not exit within %v (goroutine dump in its stderr below)", p.name, timeout)
 	}
 	return p.cmd.ProcessState.ExitCode()
 }

@@ -200,6 +200,32 @@ func (c *Cluster) Kill(id int) error {
 	return nil
 }
 
+// Terminate stops node id cleanly (SIGTERM: a controlled shutdown that
+// moves its leaderships away first), killing it after 60s.
+func (c *Cluster) Terminate(id int) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return nil
+}
+
 // Restart starts node id again on its ports and data (killing it first if
 // it runs) and waits until the cluster reports all its nodes.
 func (c *Cluster) Restart(ctx context.Context, id int) error {

@@ -1,0 +1,484 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/sidecar"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// faultPlan sizes one run of the fault suite.
+type faultPlan struct {
+	name          string
+	records       int // source records, split over the two topics
+	partitions    int32
+	keys          int
+	instanceKills int  // kill -9 of kretry instances, at random moments
+	rolling       bool // one rolling restart of all three brokers
+	drain         time.Duration
+}
+
+var (
+	shortFaults = faultPlan{name: "short", records: 3000, partitions: 6, keys: 60, instanceKills: 3, drain: 3 * time.Minute}
+	longFaults  = faultPlan{name: "long", records: 100_000, partitions: 6, keys: 600, instanceKills: 10, rolling: true, drain: 20 * time.Minute}
+)
+
+// faultTiers are the retry tiers of both topics: a record is delivered at
+// most len(faultTiers)+1 times when nothing crashes.
+var faultTiers = []string{"200ms", "500ms"}
+
+// TestFaultSuite is modelled on Kafka's own transactions system test: copy
+// records under transactions while bouncing brokers and clients, then check
+// that every record arrived exactly once. On a three-node Apache Kafka
+// cluster, two topics (ordering key and none) get a mix of records that
+// succeed, fail transiently once or twice, fail for good, or always fail;
+// meanwhile kretry instances are killed with SIGKILL at random moments and
+// scaled 1 → 3 → 1, the broker leading a source partition and the
+// transaction coordinator's broker are killed and restarted, and (long run)
+// all three brokers are restarted one by one. The checkers then require:
+// nothing lost, no DLQ duplicate, no record both acknowledged and
+// dead-lettered, no order violation per key (ordering key), at most
+// tiers+1 deliveries per record plus one per crash, and committed offsets
+// that never move backwards. KRETRY_FAULT=long runs 100,000 records with
+// ten instance kills and a rolling restart and prints the table that
+// docs/RELIABILITY.md records.
+func TestFaultSuite(t *testing.T) {
+	if brokerKind != kafkatest.Kafka {
+		t.Skip("needs a three-node Apache Kafka cluster (broker faults): runs in the real-Kafka pass")
+	}
+	plan := shortFaults
+	if os.Getenv("KRETRY_FAULT") == "long" {
+		plan = longFaults
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s, err := strconv.ParseUint(os.Getenv("KRETRY_FAULT_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	t.Logf("fault suite %s, seed %d (KRETRY_FAULT_SEED=%d repeats the schedule)", plan.name, seed, seed)
+	f := newFaultRun(t, plan, seed)
+	rep := f.run()
+	t.Log("\n" + rep.table())
+	if plan.name == "long" {
+		fmt.Println(rep.table())
+	}
+	rep.verify(t)
+}
+
+// faultRun is one run: the cluster, the app, the instances and what the
+// checkers saw.
+type faultRun struct {
+	t       *testing.T
+	plan    faultPlan
+	rnd     *rand.Rand
+	cluster *kafkatest.Cluster
+	addrs   []string
+	cfg     string
+	app     *testApp
+	ledger  *check.Ledger
+	order   *check.Order // the ordering key topic only
+	insts   [3]*proc
+	starts  [3]int
+	watch   *offsetWatch
+	start   time.Time
+
+	kills, brokerKills, rollingRestarts, produced int
+}
+
+// The two source topics and their ordering.
+var faultTopics = []struct{ name, ordering string }{{"orders", "key"}, {"events", "none"}}
+
+func newFaultRun(t *testing.T, plan faultPlan, seed uint64) *faultRun {
+	c := kafkatest.New(t, kafkatest.Config{Nodes: 3})
+	f := &faultRun{t: t, plan: plan, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), cluster: c, addrs: c.Addrs(),
+		ledger: check.NewLedger(), order: check.NewOrder()}
+	for _, tp := range faultTopics {
+		createTopicRF(t, f.addrs[0], tp.name, plan.partitions, 3)
+	}
+	f.app = startApp(t, f.decide)
+	f.cfg = f.writeConfig()
+	for _, tp := range faultTopics {
+		readTopic(t, f.addrs[0], retrytopics.DLQTopic(tp.name), func(r *kgo.Record) {
+			if o, err := retrytopics.ReadOrigin(r, false, 0); err == nil {
+				f.ledger.DeadLettered(o.ID())
+			}
+		})
+	}
+	return f
+}
+
+// decide is the app. Values are "rec-<n>": n%10 0 is refused for good
+// (422), 1 fails its first attempt (503), 2 its first two, n%97 == 5 always
+// fails (it ends in the DLQ as exhausted); the rest succeed.
+func (f *faultRun) decide(m *delivery.Message) answer {
+	n, err := strconv.Atoi(strings.TrimPrefix(string(m.Value), "rec-"))
+	switch {
+	case err != nil:
+		return answer{http.StatusBadRequest, "not a fault-suite record"}
+	case n%97 == 5:
+		return answer{http.StatusServiceUnavailable, "always failing"}
+	case n%10 == 0:
+		return answer{http.StatusUnprocessableEntity, "bad record"}
+	case n%10 == 1 && m.Attempt == 1, n%10 == 2 && m.Attempt <= 2:
+		return answer{http.StatusServiceUnavailable, "busy"}
+	}
+	f.ledger.Acked(m.ID)
+	if m.Topic == "orders" {
+		f.order.Acked(m.ID)
+	}
+	return answer{http.StatusOK, ""}
+}
+
+func (f *faultRun) writeConfig() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafka:\n  brokers: [%s]\n  fetch_max_wait: 50ms\n  session_timeout: 6s\n", strings.Join(f.addrs, ", "))
+	fmt.Fprintf(&b, "app:\n  url: %q\n  timeout: 5s\n", f.app.url())
+	b.WriteString("metrics:\n  listen: \"\"\nlog:\n  level: info\ntopics:\n")
+	for _, tp := range faultTopics {
+		fmt.Fprintf(&b, "  - name: %s\n    ordering: %s\n    retry:\n      tiers: [%s]\n", tp.name, tp.ordering, strings.Join(faultTiers, ", "))
+	}
+	path := filepath.Join(f.t.TempDir(), "kretry.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	return path
+}
+
+// run drives the schedule and returns the report once the run drained.
+func (f *faultRun) run() faultReport {
+	t := f.t
+	f.start = time.Now()
+	f.watch = watchOffsets(t, f.addrs[0], faultTopics[0].name, faultTopics[1].name)
+	third := f.plan.records / 3
+	f.startInstance(0)
+	f.produce(third)
+	killsLeft := f.plan.instanceKills
+	// 1 instance: kill -9 it mid-stream and restart it.
+	f.killInstance(0, &killsLeft)
+	// Scale to 3, produce, kill -9 instances while they share partitions.
+	f.startInstance(1)
+	f.startInstance(2)
+	f.produce(third)
+	f.killInstance(1, &killsLeft)
+	f.brokerFault("leader of orders/0", f.leaderOf("orders", 0))
+	f.killInstance(2, &killsLeft)
+	f.brokerFault("transaction coordinator", f.txnCoordinator())
+	for killsLeft > 0 {
+		f.killInstance(f.rnd.IntN(3), &killsLeft)
+	}
+	if f.plan.rolling {
+		for id := 1; id <= f.cluster.Nodes(); id++ {
+			f.sleepRandom(2 * time.Second)
+			if err := f.cluster.Terminate(id); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.cluster.Restart(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+			f.rollingRestarts++
+		}
+	}
+	// Scale back to 1 with clean stops.
+	for _, i := range []int{1, 2} {
+		if code := f.insts[i].stop(t, 30*time.Second); code != 0 {
+			t.Errorf("instance %d exited %d after SIGTERM, want 0", i, code)
+		}
+		f.insts[i] = nil
+	}
+	f.produce(f.plan.records - 2*third)
+	f.waitDrained()
+	drained := time.Since(f.start)
+	if code := f.insts[0].stop(t, 30*time.Second); code != 0 {
+		t.Errorf("instance 0 exited %d after SIGTERM, want 0", code)
+	}
+	f.watch.stop()
+	return f.report(drained)
+}
+
+// startInstance starts kretry in slot i. Each slot has its own
+// transactional id prefix, so instances never fence each other; a restart
+// in the same slot fences (and aborts) what its killed predecessor left.
+func (f *faultRun) startInstance(i int) {
+	f.starts[i]++
+	env := []string{"KRETRY_KAFKA__TRANSACTIONAL_ID=fault-" + strconv.Itoa(i)}
+	f.insts[i] = startKretryEnv(f.t, fmt.Sprintf("kretry#%d.%d", i, f.starts[i]), env, "run", "-c", f.cfg)
+}
+
+// killInstance waits for some deliveries, kills slot i with SIGKILL at a
+// random moment and starts it again.
+func (f *faultRun) killInstance(i int, left *int) {
+	if *left == 0 {
+		return
+	}
+	*left--
+	before := len(f.app.deliveries())
+	waitFor(f.t, 60*time.Second, "deliveries before a kill", func() bool {
+		return len(f.app.deliveries()) >= before+50 || f.ledger.Settled()
+	}, f.mustRun)
+	f.sleepRandom(500 * time.Millisecond)
+	f.insts[i].kill(f.t)
+	f.kills++
+	f.startInstance(i)
+}
+
+// brokerFault kills node id with SIGKILL, lets the run go on without it
+// for a moment, and restarts it.
+func (f *faultRun) brokerFault(what string, id int) {
+	f.sleepRandom(time.Second)
+	f.t.Logf("%v: kill -9 of broker %d (%s)", time.Since(f.start).Round(time.Millisecond), id, what)
+	if err := f.cluster.Kill(id); err != nil {
+		f.t.Fatal(err)
+	}
+	f.brokerKills++
+	time.Sleep(3 * time.Second)
+	if err := f.cluster.Restart(context.Background(), id); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *faultRun) leaderOf(topic string, p int32) int {
+	td, err := newAdmin(f.t, f.addrs[0]).ListTopics(context.Background(), topic)
+	if err != nil || td[topic].Err != nil {
+		f.t.Fatalf("metadata of %s: %v %v", topic, err, td[topic].Err)
+	}
+	return int(td[topic].Partitions[p].Leader)
+}
+
+// txnCoordinator is the node coordinating slot 0's transactions for orders.
+func (f *faultRun) txnCoordinator() int {
+	host, _ := os.Hostname()
+	id := sidecar.TransactionalID("fault-0", host, "orders-kretry")
+	rs := newAdmin(f.t, f.addrs[0]).FindTxnCoordinators(context.Background(), id)
+	if err := rs.Error(); err != nil {
+		f.t.Fatalf("transaction coordinator of %s: %v", id, err)
+	}
+	return int(rs.Sorted()[0].NodeID)
+}
+
+func (f *faultRun) sleepRandom(max time.Duration) {
+	time.Sleep(time.Duration(f.rnd.Int64N(int64(max))))
+}
+
+// mustRun fails the test when a running instance exited on its own.
+func (f *faultRun) mustRun() {
+	for i, p := range f.insts {
+		if p != nil && p.exited() {
+			f.t.Fatalf("instance %d exited on its own: %v", i, p.err)
+		}
+	}
+}
+
+// produce writes n records, spread over both topics, in batches.
+func (f *faultRun) produce(n int) {
+	cl := newClient(f.t, f.addrs[0], kgo.RequiredAcks(kgo.AllISRAcks()))
+	for n > 0 {
+		var rs []*kgo.Record
+		for range min(n, 500) {
+			i := f.produced
+			tp := faultTopics[i%2].name
+			rs = append(rs, &kgo.Record{Topic: tp, Key: fmt.Appendf(nil, "k-%d", i%f.plan.keys), Value: fmt.Appendf(nil, "rec-%d", i)})
+			f.produced++
+			n--
+		}
+		for i, id := range produceSync(f.t, cl, rs...) {
+			f.ledger.Produced(id)
+			if rs[i].Topic == "orders" {
+				f.order.Produced(string(rs[i].Key), id)
+			}
+		}
+	}
+}
+
+func (f *faultRun) waitDrained() {
+	waitFor(f.t, f.plan.drain, "every record acknowledged or dead-lettered", f.ledger.Settled, f.mustRun)
+}
+
+// faultReport is what the run measured.
+type faultReport struct {
+	plan                                    faultPlan
+	conservation                            check.Conservation
+	orderViolations                         int
+	orderExamples                           []string
+	maxDeliveries, deliveryBound, overBound int
+	kills, brokerKills, rollingRestarts     int
+	rebalances                              int
+	backwards                               []string
+	longestStall, drained                   time.Duration
+	deliveries                              int
+}
+
+func (f *faultRun) report(drained time.Duration) faultReport {
+	r := faultReport{plan: f.plan, conservation: f.ledger.Check(), kills: f.kills, brokerKills: f.brokerKills,
+		rollingRestarts: f.rollingRestarts, drained: drained}
+	r.orderViolations, r.orderExamples = f.order.Violations()
+	counts := map[string]int{}
+	ds := f.app.deliveries()
+	r.deliveries = len(ds)
+	for _, d := range ds {
+		counts[d.msg.ID]++
+	}
+	r.deliveryBound = len(faultTiers) + 1 + f.kills + f.brokerKills + f.rollingRestarts
+	for _, n := range counts {
+		r.maxDeliveries = max(r.maxDeliveries, n)
+		if n > r.deliveryBound {
+			r.overBound++
+		}
+	}
+	r.backwards, r.longestStall = f.watch.result()
+	for _, p := range f.allProcs() {
+		r.rebalances += strings.Count(p.stderr.String(), `msg="partitions assigned"`)
+	}
+	return r
+}
+
+func (f *faultRun) allProcs() []*proc {
+	var out []*proc
+	for _, p := range f.insts {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r faultReport) table() string {
+	c := r.conservation
+	rows := [][2]string{
+		{"records (orders: key, events: none)", strconv.Itoa(c.Produced)},
+		{"delivered / dead-lettered", fmt.Sprintf("%d / %d", c.Delivered, c.DeadLettered)},
+		{"deliveries (redelivered acks)", fmt.Sprintf("%d (%d)", r.deliveries, c.Redelivered)},
+		{"kill -9 of kretry instances", strconv.Itoa(r.kills)},
+		{"kill -9 of brokers / rolling restarts", fmt.Sprintf("%d / %d", r.brokerKills, r.rollingRestarts)},
+		{"partition assignments seen (surviving logs)", strconv.Itoa(r.rebalances)},
+		{"lost", strconv.Itoa(c.Lost)},
+		{"DLQ duplicates", strconv.Itoa(c.DLQDuplicates)},
+		{"acknowledged and dead-lettered", strconv.Itoa(c.Both)},
+		{"order violations (ordering key)", strconv.Itoa(r.orderViolations)},
+		{"max deliveries of one record (bound)", fmt.Sprintf("%d (%d)", r.maxDeliveries, r.deliveryBound)},
+		{"committed offsets moved backwards", strconv.Itoa(len(r.backwards))},
+		{"longest stall of a source partition", r.longestStall.Round(100 * time.Millisecond).String()},
+		{"drained after", r.drained.Round(time.Second).String()},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "fault suite (%s)\n", r.plan.name)
+	for _, row := range rows {
+		fmt.Fprintf(&b, "  %-46s %s\n", row[0], row[1])
+	}
+	return b.String()
+}
+
+func (r faultReport) verify(t *testing.T) {
+	c := r.conservation
+	if c.Lost != 0 || c.DLQDuplicates != 0 || c.Both != 0 || c.Unknown != 0 {
+		t.Errorf("conservation: %+v", c)
+	}
+	if r.orderViolations != 0 {
+		t.Errorf("%d order violations, e.g. %q", r.orderViolations, r.orderExamples)
+	}
+	if r.overBound != 0 {
+		t.Errorf("%d records delivered more than %d times (max %d)", r.overBound, r.deliveryBound, r.maxDeliveries)
+	}
+	if len(r.backwards) != 0 {
+		t.Errorf("committed offsets moved backwards: %q", r.backwards[:min(len(r.backwards), 10)])
+	}
+}
+
+// createTopicRF creates topic with replication factor rf.
+func createTopicRF(t *testing.T, addr, topic string, partitions int32, rf int16) {
+	t.Helper()
+	adm := newAdmin(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, partitions, rf, nil, topic); err != nil {
+		t.Fatalf("creating %s: %v", topic, err)
+	}
+	if err := kafkatest.WaitTopics(ctx, adm, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offsetWatch samples the committed offsets of the sources' kretry groups
+// every 200ms: none may move backwards; it also measures the longest time a
+// source partition had records to deliver while its commit stood still.
+type offsetWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	backwards []string
+	stall     time.Duration
+}
+
+func watchOffsets(t *testing.T, addr string, sources ...string) *offsetWatch {
+	adm := newAdmin(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &offsetWatch{cancel: cancel, done: make(chan struct{})}
+	last := map[string]int64{}
+	since := map[string]time.Time{} // when the commit of a lagging partition last moved
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			now := time.Now()
+			for _, src := range sources {
+				rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+				offs, err := adm.FetchOffsets(rctx, src+"-kretry")
+				ends, eerr := adm.ListEndOffsets(rctx, src)
+				rcancel()
+				if err != nil {
+					continue // a broker is down: sample again later
+				}
+				offs.Each(func(o kadm.OffsetResponse) {
+					k := fmt.Sprintf("%s %s/%d", src+"-kretry", o.Topic, o.Partition)
+					if prev, ok := last[k]; ok && o.At < prev {
+						w.backwards = append(w.backwards, fmt.Sprintf("%s: %d → %d", k, prev, o.At))
+					}
+					moved := last[k] != o.At
+					last[k] = o.At
+					if o.Topic != src || eerr != nil {
+						return
+					}
+					end, ok := ends.Lookup(src, o.Partition)
+					switch {
+					case !ok || end.Err != nil:
+					case moved || o.At >= end.Offset:
+						since[k] = now
+					case !since[k].IsZero():
+						w.stall = max(w.stall, now.Sub(since[k]))
+					default:
+						since[k] = now
+					}
+				})
+			}
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *offsetWatch) stop() { w.cancel(); <-w.done }
+
+func (w *offsetWatch) result() ([]string, time.Duration) {
+	w.stop()
+	return slices.Clone(w.backwards), w.stall
+}
