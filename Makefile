@@ -1,16 +1,27 @@
 # kretry — the commands README.md names.
 GO ?= go
 
-.PHONY: test build demo vet fmt
+.PHONY: test build demo vet fmt fault-long
 
 # The one test command (CI runs exactly this): vet (the benchmark module in
 # e2e/bench too, so an engine change cannot break it unnoticed), then every
-# test with the race detector. Tests that need kcat or prometheus/promtool
-# skip with a message where they are absent (.ci/run installs them).
+# test with the race detector, with a 25-minute limit. The correctness
+# suites (pkg/engine, lag, e2e) run twice, on the embedded broker and on
+# Apache Kafka (KRETRY_TEST_BROKER=embedded|kafka|both, default both; see
+# internal/kafkatest). Tests that need kcat, prometheus/promtool, helm, or
+# java and mvn skip with a message where they are absent (.ci/run installs
+# them, and under CI=true a missing java or mvn is a failure).
 test:
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+# The long fault suite: 100,000 records on a three-node Kafka cluster with
+# ten kretry kills, broker kills and a rolling restart (about 15 minutes);
+# prints the table docs/RELIABILITY.md records. No race detector: it
+# measures.
+fault-long:
+	KRETRY_TEST_BROKER=kafka KRETRY_FAULT=long $(GO) test -count=1 -timeout 40m -run TestFaultSuite -v ./e2e/
 
 build:
 	$(GO) build -o bin/kretry ./cmd/kretry
