@@ -44,3 +44,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// kfake at the version above plus one fix: see internal/thirdparty/kfake/README.md.
+// Remove this directive and that directory once upstream kfake has the fix.
+replace github.com/twmb/franz-go/pkg/kfake => ./internal/thirdparty/kfake
