@@ -1706,9 +1706,7 @@ func (g *group) reply(creq *clientReq, kresp kmsg.Response, m *groupMember) {
 	if m != nil {
 		m.waitingReply = nil
 	}
-	if !creq.reply(kresp) {
-		return
-	}
+	creq.reply(kresp) // kretry patch (README.md): arm the session timer below even if the reply was lost
 	if m != nil {
 		g.updateHeartbeat(m)
 	}
