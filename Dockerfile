@@ -9,8 +9,11 @@
 
 FROM golang:1.26 AS build
 WORKDIR /src
-# Modules first, so the download layer survives source changes.
+# Modules first, so the download layer survives source changes. go.mod
+# replaces kfake with internal/thirdparty/kfake, whose go.mod the module
+# graph needs before anything can be downloaded.
 COPY go.mod go.sum ./
+COPY internal/thirdparty/kfake/go.mod internal/thirdparty/kfake/
 RUN go mod download
 COPY . .
 # VERSION is written in the kretry-version header of every moved record.

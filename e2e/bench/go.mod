@@ -50,3 +50,7 @@ require (
 	golang.org/x/crypto v0.51.0 // indirect
 	golang.org/x/net v0.53.0 // indirect
 )
+
+// The main module's patched kfake (internal/thirdparty/kfake/README.md); remove
+// with it.
+replace github.com/twmb/franz-go/pkg/kfake => ../../internal/thirdparty/kfake
