@@ -3,7 +3,8 @@ GO ?= go
 
 .PHONY: test build demo vet fmt fault-long
 
-# The one test command (CI runs exactly this): vet (the benchmark module in
+# The one test command (CI runs exactly this): go.mod and go.sum tidy in
+# both modules (go mod tidy -diff prints what is not, and fails), vet (the benchmark module in
 # e2e/bench too, so an engine change cannot break it unnoticed), then every
 # test with the race detector, with a 25-minute limit. The correctness
 # suites (pkg/engine, lag, e2e) run twice, on the embedded broker and on
@@ -12,6 +13,8 @@ GO ?= go
 # java and mvn skip with a message where they are absent (.ci/run installs
 # them, and under CI=true a missing java or mvn is a failure).
 test:
+	$(GO) mod tidy -diff
+	cd e2e/bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
