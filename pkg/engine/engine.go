@@ -574,7 +574,9 @@ func (e *Engine) resetLocked() {
 				resume[t] = append(resume[t], p)
 			}
 		}
-		e.stats.ParkedRecords.Add(-int64(sh.parkedCount()))
+		if !sh.restoring { // a restoring shard's parked records are counted when it finishes (finishRestore)
+			e.stats.ParkedRecords.Add(-int64(sh.parkedCount()))
+		}
 		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
 	}
 	if resume != nil {

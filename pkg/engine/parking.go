@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -329,6 +330,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		l.addHead(en.origin.ID())
 		l.releasing = false
 		l.blockWritten = true
+		e.leadWithUnblock(l, en)
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opBlock, en.origin.ID())})
 		var keep []*entry
 		for _, w := range l.wait {
@@ -407,6 +409,17 @@ func (e *Engine) feed(l *lane, carrier *entry) {
 
 // maybeUnblock writes the unblock op of a key that has nothing left in the
 // tiers or parked; its block and release ops settle once that op commits.
+//
+// The replay applies a key's ops in changelog order, and an unblock clears
+// the key's heads: it must precede every op of the key's next block. Its
+// carrier alone does not guarantee that. A transaction writes the source's
+// moves before the tiers' and the parking topic's, and takes a source or
+// tier entry only once every earlier entry of its queue is settled; so the
+// block op of a record delivered right after the unblock could be written
+// before the unblock, in the same transaction or an earlier one, and a
+// successor would replay the key as not blocked. So until its carrier is
+// handed to a transaction the op stays pending on the lane, and the key's
+// next block takes it along (leadWithUnblock).
 func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 	if !l.keyed || l.blocked() || !l.blockWritten {
 		return
@@ -418,17 +431,57 @@ func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 	markers := l.markers
 	l.markers = nil
 	l.blockWritten = false
-	settle := func() {
+	op := move{rec: e.opRecord(l.sh.p, key, opUnblock, "")}
+	u := &pendingUnblock{carrier: carrier, rec: op.rec}
+	u.settle = func() {
 		for _, m := range markers {
 			m.settled = true
 		}
+		if l.unblock == u {
+			l.unblock = nil
+		}
+		e.forget(l)
 	}
-	op := move{rec: e.opRecord(l.sh.p, key, opUnblock, "")}
 	if carrier == nil {
+		// Loose ops lead the next transaction: no op decided after this one
+		// can precede it.
 		e.loose = append(e.loose, op)
-		e.looseAfter = append(e.looseAfter, settle)
-	} else {
-		carrier.moves = append(carrier.moves, op)
-		carrier.after = append(carrier.after, settle)
+		e.looseAfter = append(e.looseAfter, u.settle)
+		return
 	}
+	l.unblock = u
+	carrier.moves = append(carrier.moves, op)
+	carrier.after = append(carrier.after, func() {
+		if !u.moved {
+			u.settle()
+		}
+	})
+}
+
+// pendingUnblock is a key's unblock op on its carrier entry.
+type pendingUnblock struct {
+	carrier *entry
+	rec     *kgo.Record
+	settle  func() // once the op committed
+	moved   bool   // taken along by the key's next block
+}
+
+// leadWithUnblock moves the pending unblock op of lane l, if its carrier is
+// not yet in a transaction, to en, which is about to carry the block op of
+// the key's next head: the unblock then precedes it in the same
+// transaction. A carrier already in a transaction wrote the unblock in an
+// earlier one than en's.
+func (e *Engine) leadWithUnblock(l *lane, en *entry) {
+	u := l.unblock
+	if u == nil {
+		return
+	}
+	l.unblock = nil
+	if u.carrier.moved || u.carrier == en {
+		return
+	}
+	u.carrier.moves = slices.DeleteFunc(u.carrier.moves, func(m move) bool { return m.rec == u.rec })
+	u.moved = true
+	en.moves = append(en.moves, move{rec: u.rec})
+	en.after = append(en.after, u.settle)
 }

@@ -98,6 +98,7 @@ type lane struct {
 
 	// Parking state (ordering key or partition); see parking.go.
 	dlqGate       bool            // the dead-lettered head's DLQ write is not committed yet
+	unblock       *pendingUnblock // the key's unblock op until it commits or moves to its next block (see maybeUnblock)
 	counted       bool            // counted in Stats.BlockedKeys
 	heads         map[string]bool // ce-ids of the key's records in the tiers (blocks not yet released)
 	releasing     bool            // delivering parked records one by one
@@ -115,7 +116,7 @@ func (l *lane) blocked() bool {
 }
 
 func (l *lane) idle() bool {
-	return l.running == nil && len(l.wait) == 0 && !l.blocked() && len(l.markers) == 0 && !l.blockWritten
+	return l.running == nil && len(l.wait) == 0 && !l.blocked() && len(l.markers) == 0 && !l.blockWritten && l.unblock == nil
 }
 
 // stageOf maps a consumed topic to its stage.
