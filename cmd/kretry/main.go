@@ -1,10 +1,16 @@
 // Command kretry is the Kafka retry-topic and dead-letter sidecar.
 //
-//	kretry run      -c config.yaml   run the sidecar until SIGTERM
-//	kretry demo     [--records N] [--json]
-//	kretry broker   [--listen 127.0.0.1:9092] [--data-dir .kretry/data]
-//	kretry validate -c config.yaml
+//	kretry run -c FILE
+//	kretry demo [--records N] [--json] [--quiet]
+//	kretry broker [--listen ADDR] [--data-dir DIR] [--partitions N]
+//	kretry validate -c FILE
+//	kretry lag -c FILE [--json] [--watch [--interval DURATION]]
+//	kretry parking release -c FILE --topic TOPIC --key KEY [--partition N]
 //	kretry version
+//	kretry help [COMMAND]
+//
+// `kretry help COMMAND` (or `kretry COMMAND -h`) describes each one; the
+// commands are documented in help.go.
 package main
 
 import (
