@@ -86,6 +86,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return code
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "kretry validate: warning: %s\n", w)
+	}
 	names := make([]string, len(cfg.Topics))
 	for i, t := range cfg.Topics {
 		names[i] = t.Name
@@ -117,6 +120,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
 	log.Info("kretry starting", "version", engine.Version, "topics", len(cfg.Topics), "brokers", cfg.Kafka.Brokers)
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	if err := sidecar.Run(ctx, cfg, sidecar.Options{Logger: log}); err != nil {
 		log.Error("kretry stopped with an error", "err", err)
 		return exitFail
