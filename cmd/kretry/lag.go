@@ -47,16 +47,17 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitUsage
 	}
-	brokers := cfg.Kafka.Brokers
-	if len(brokers) == 1 && brokers[0] == config.Embedded {
-		brokers = []string{cfg.Embedded.Listen}
-	}
+	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
 	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...))...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
+	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitFail
+	}
 	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
@@ -95,7 +96,13 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if !*watch {
 			if err != nil {
-				fmt.Fprintf(stderr, "kretry lag: incomplete scan:\n%s\n", indent(err.Error()))
+				// The problems are in the output already (Problems, or
+				// the JSON errors field): name them, do not repeat them.
+				where := "listed under Problems above"
+				if *asJSON {
+					where = `in the JSON "errors" field`
+				}
+				fmt.Fprintf(stderr, "kretry lag: incomplete scan: %d problem(s), %s\n", len(snap.Errors), where)
 				return exitFail
 			}
 			return exitOK

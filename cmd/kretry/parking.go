@@ -62,20 +62,24 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", *topic)
 		return exitUsage
 	}
-	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
-		cfg.Kafka.Brokers = []string{cfg.Embedded.Listen}
-	}
-	opts, err := sidecar.ClientOpts(&cfg.Kafka, newLogger(config.Log{Level: "warn", Format: "text"}, stderr))
+	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
+	// The client's own logs only at error: an unreachable broker is
+	// reported once, below.
+	opts, err := sidecar.ClientOpts(&cfg.Kafka, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
+	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
+		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+		return exitFail
+	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	parts := []int32{int32(*partition)}

@@ -57,8 +57,8 @@ type Sidecar struct {
 // cleanly: in-flight deliveries finish (or are abandoned after app.timeout
 // and delivered again later), the last batch commits, the group is left and
 // the embedded broker, if any, is flushed and closed. cfg must be validated.
-// It returns startup errors (broker unreachable, topic partition mismatch,
-// address in use) and fatal engine errors.
+// It returns startup errors (an *UnreachableError when no broker answers,
+// a topic partition mismatch, an address in use) and fatal engine errors.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Logger
 	if log == nil {
@@ -84,6 +84,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 
 	clientOpts, err := ClientOpts(&cfg.Kafka, log)
 	if err != nil {
+		return err
+	}
+	if err := ping(ctx, clientOpts, s.Brokers); err != nil {
 		return err
 	}
 	d := o.Deliverer
@@ -194,6 +197,17 @@ func (s *Sidecar) healthHandler() http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
+}
+
+// ping checks that a broker answers before anything else is started, so
+// that the error names kafka.brokers instead of a topic check's request.
+func ping(ctx context.Context, clientOpts []kgo.Opt, brokers []string) error {
+	cl, err := kgo.NewClient(append(clientOpts[:len(clientOpts):len(clientOpts)], kgo.SeedBrokers(brokers...))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return Ping(ctx, cl, brokers, false)
 }
 
 // PlanFor returns the retry plan of a defaulted topic config.
