@@ -15,14 +15,36 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go watchSignals(sigs, cancel, slog.Default, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// watchSignals turns the first SIGTERM/SIGINT into a clean shutdown
+// (cancel) and a second one, while that shutdown still waits for
+// deliveries in flight, into an immediate exit with status 1, logged
+// through the logger of the moment (kretry run's, once it has set it).
+func watchSignals(sigs <-chan os.Signal, cancel context.CancelFunc, log func() *slog.Logger, exit func(int)) {
+	if _, ok := <-sigs; !ok {
+		return
+	}
+	cancel()
+	s, ok := <-sigs
+	if !ok {
+		return
+	}
+	log().Error("second signal while shutting down: exiting now, without waiting for the deliveries in flight; "+
+		"what they did is not committed and their records are delivered again after a restart", "signal", s.String())
+	exit(exitFail)
 }
