@@ -42,9 +42,9 @@ func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 type dirLock struct{ f *os.File }
 
 // lockDir takes an exclusive lock on dir's lock file, without waiting, and
-// writes our PID into it. The lock is the file's (flock on Unix): it ends
-// with the process, however the process ends, so a stale file left by a
-// killed process locks nothing.
+// writes our PID into it. The lock (flock(2), where the system has it)
+// belongs to the open file and ends with the process, however the process
+// ends, so a stale file left by a killed process locks nothing.
 func lockDir(dir string) (*dirLock, error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
