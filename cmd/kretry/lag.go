@@ -24,31 +24,21 @@ import (
 // embedded.listen, where `kretry run` or `kretry broker` serves. The exit
 // status is 1 when a single scan could not measure everything.
 func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("lag", stderr)
-	path := fs.String("c", os.Getenv(config.EnvConfigFile), "config file (YAML)")
-	fs.StringVar(path, "config", *path, "config file (YAML)")
+	fs := lagCmd.flagSet(stderr)
+	path := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print each scan as one JSON object (one line per scan with --watch)")
 	watch := fs.Bool("watch", false, "scan again every --interval until interrupted; the status needs lag.window scans")
-	interval := fs.Duration("interval", 5*time.Second, "time between scans with --watch")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kretry lag: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	if *path == "" {
-		fmt.Fprintf(stderr, "kretry lag: no config file: pass -c config.yaml (or set %s)\n", config.EnvConfigFile)
-		return exitUsage
+	interval := fs.Duration("interval", 5*time.Second, "time between scans with --watch, a Go `DURATION` such as 10s, at least "+config.MinLagInterval.String())
+	if code, done := lagCmd.parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *interval < config.MinLagInterval {
 		fmt.Fprintf(stderr, "kretry lag: --interval %v must be at least %v\n", *interval, config.MinLagInterval)
 		return exitUsage
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry lag: invalid config %s:\n%s\n", *path, indent(err.Error()))
-		return exitUsage
+	cfg, code := loadConfig(lagCmd, *path, stderr)
+	if code != exitOK {
+		return code
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -57,16 +47,17 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitUsage
 	}
-	brokers := cfg.Kafka.Brokers
-	if len(brokers) == 1 && brokers[0] == config.Embedded {
-		brokers = []string{cfg.Embedded.Listen}
-	}
+	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
 	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...))...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
+	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitFail
+	}
 	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
@@ -105,7 +96,13 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if !*watch {
 			if err != nil {
-				fmt.Fprintf(stderr, "kretry lag: incomplete scan:\n%s\n", indent(err.Error()))
+				// The problems are in the output already (Problems, or
+				// the JSON errors field): name them, do not repeat them.
+				where := "listed under Problems above"
+				if *asJSON {
+					where = `in the JSON "errors" field`
+				}
+				fmt.Fprintf(stderr, "kretry lag: incomplete scan: %d problem(s), %s\n", len(snap.Errors), where)
 				return exitFail
 			}
 			return exitOK

@@ -1,22 +1,50 @@
 // Command kretry is the Kafka retry-topic and dead-letter sidecar.
 //
-//	kretry run      -c config.yaml   run the sidecar until SIGTERM
-//	kretry demo     [--records N] [--json]
-//	kretry broker   [--listen 127.0.0.1:9092] [--data-dir .kretry/data]
-//	kretry validate -c config.yaml
+//	kretry run -c FILE
+//	kretry demo [--records N] [--json] [--quiet]
+//	kretry broker [--listen ADDR] [--data-dir DIR] [--partitions N]
+//	kretry validate -c FILE
+//	kretry lag -c FILE [--json] [--watch [--interval DURATION]]
+//	kretry parking release -c FILE --topic TOPIC --key KEY [--partition N]
 //	kretry version
+//	kretry help [COMMAND]
+//
+// `kretry help COMMAND` (or `kretry COMMAND -h`) describes each one; the
+// commands are documented in help.go.
 package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go watchSignals(sigs, cancel, slog.Default, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// watchSignals turns the first SIGTERM/SIGINT into a clean shutdown
+// (cancel) and a second one, while that shutdown still waits for
+// deliveries in flight, into an immediate exit with status 1, logged
+// through the logger of the moment (kretry run's, once it has set it).
+func watchSignals(sigs <-chan os.Signal, cancel context.CancelFunc, log func() *slog.Logger, exit func(int)) {
+	if _, ok := <-sigs; !ok {
+		return
+	}
+	cancel()
+	s, ok := <-sigs
+	if !ok {
+		return
+	}
+	log().Error("second signal while shutting down: exiting now, without waiting for the deliveries in flight; "+
+		"what they did is not committed and their records are delivered again after a restart", "signal", s.String())
+	exit(exitFail)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -22,26 +21,32 @@ import (
 // partition delivers the key's parked records (a key held under
 // on_dead_letter: hold).
 func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "release" {
-		fmt.Fprintln(stderr, "usage: kretry parking release -c config.yaml --topic TOPIC --key KEY [--partition N]")
+	switch {
+	case len(args) == 0:
+		parkingCmd.help(stderr, nil)
+		return exitUsage
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		parkingCmd.help(stdout, nil)
+		return exitOK
+	case args[0] != "release":
+		fmt.Fprintf(stderr, "kretry parking: unknown subcommand %q\nRun 'kretry parking -h' for help.\n", args[0])
 		return exitUsage
 	}
-	fs := newFlags("parking release", stderr)
-	path := fs.String("c", os.Getenv(config.EnvConfigFile), "config file (YAML)")
-	topic := fs.String("topic", "", "source topic (as in topics[].name)")
-	key := fs.String("key", "", "record key to release")
-	partition := fs.Int("partition", -1, "parking partition to write to (default: the partition(s) where the key is parked, found by reading the parking topic)")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs := parkingReleaseCmd.flagSet(stderr)
+	path := configFlag(fs)
+	topic := fs.String("topic", "", "source `TOPIC`, as in topics[].name (required)")
+	key := fs.String("key", "", "record `KEY` to release, its bytes as given (required)")
+	partition := fs.Int("partition", -1, "write the release to parking partition `N` only; default: to every partition where the key is parked (found by reading the parking topic)")
+	if code, done := parkingReleaseCmd.parse(fs, args[1:], stdout, stderr); done {
+		return code
+	}
+	if *topic == "" || *key == "" {
+		fmt.Fprintln(stderr, "kretry parking release: --topic and --key are required\nRun 'kretry parking release -h' for help.")
 		return exitUsage
 	}
-	if *path == "" || *topic == "" || *key == "" {
-		fmt.Fprintln(stderr, "kretry parking release: -c, --topic and --key are required")
-		return exitUsage
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: invalid config %s:\n%s\n", *path, indent(err.Error()))
-		return exitUsage
+	cfg, code := loadConfig(parkingReleaseCmd, *path, stderr)
+	if code != exitOK {
+		return code
 	}
 	var t *config.Topic
 	for i := range cfg.Topics {
@@ -57,20 +62,24 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", *topic)
 		return exitUsage
 	}
-	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
-		cfg.Kafka.Brokers = []string{cfg.Embedded.Listen}
-	}
-	opts, err := sidecar.ClientOpts(&cfg.Kafka, newLogger(config.Log{Level: "warn", Format: "text"}, stderr))
+	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
+	// The client's own logs only at error: an unreachable broker is
+	// reported once, below.
+	opts, err := sidecar.ClientOpts(&cfg.Kafka, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
+	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
+		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+		return exitFail
+	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	parts := []int32{int32(*partition)}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,34 +23,17 @@ const (
 	exitUsage = 2 // bad flags or a bad config
 )
 
-const usage = `kretry — Kafka retry-topic and dead-letter sidecar
-
-Usage:
-  kretry run      -c config.yaml        run the sidecar until SIGTERM/SIGINT
-  kretry demo     [--records N] [--json] the whole job on an embedded broker
-  kretry broker   [--listen ADDR] [--data-dir DIR]
-                                        run the embedded broker alone
-  kretry validate -c config.yaml        check a config and exit
-  kretry lag      -c config.yaml [--json] [--watch]  consumer lag, age and status
-  kretry parking release -c config.yaml --topic T --key K
-                                        release a key held after a dead letter
-  kretry version
-
-The config path may also come from KRETRY_CONFIG. Every config key can be
-overridden from the environment (KRETRY_APP__URL=…); see README.md.
-`
-
 // run is the whole program; main only wires signals and the exit status,
 // so tests can start any subcommand in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, topUsage())
 		return exitUsage
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "run":
-		return cmdRun(ctx, args, stderr)
+		return cmdRun(ctx, args, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args, stdout, stderr)
 	case "broker":
@@ -63,45 +45,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "parking":
 		return cmdParking(ctx, args, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "kretry", engine.Version)
-		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		return cmdVersion(args, stdout, stderr)
+	case "help":
+		return cmdHelp(ctx, args, stdout, stderr)
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, topUsage())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "kretry: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "kretry: unknown command %q\n\n%s", cmd, topUsage())
 		return exitUsage
 	}
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("kretry "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// loadConfig parses -c/--config (or KRETRY_CONFIG) and loads the file.
-func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, string, int) {
-	fs := newFlags(name, stderr)
-	path := fs.String("c", os.Getenv(config.EnvConfigFile), "config file (YAML)")
-	fs.StringVar(path, "config", *path, "config file (YAML)")
-	if err := fs.Parse(args); err != nil {
-		return nil, "", exitUsage
+// loadConfig loads the file at path (from -c/--config or KRETRY_CONFIG)
+// for command c; on failure it prints why and returns the exit status.
+func loadConfig(c *command, path string, stderr io.Writer) (*config.Config, int) {
+	if path == "" {
+		fmt.Fprintf(stderr, "kretry %s: no config file: pass -c config.yaml (or set %s)\n", c.name, config.EnvConfigFile)
+		return nil, exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kretry %s: unexpected argument %q\n", name, fs.Arg(0))
-		return nil, "", exitUsage
-	}
-	if *path == "" {
-		fmt.Fprintf(stderr, "kretry %s: no config file: pass -c config.yaml (or set %s)\n", name, config.EnvConfigFile)
-		return nil, "", exitUsage
-	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "kretry %s: invalid config %s:\n%s\n", name, *path, indent(err.Error()))
-		return nil, *path, exitUsage
+		fmt.Fprintf(stderr, "kretry %s: invalid config %s:\n%s\n", c.name, path, indent(err.Error()))
+		return nil, exitUsage
 	}
-	return cfg, *path, exitOK
+	return cfg, exitOK
 }
 
 func indent(s string) string {
@@ -109,15 +77,23 @@ func indent(s string) string {
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	cfg, path, code := loadConfig("validate", args, stderr)
+	fs := validateCmd.flagSet(stderr)
+	path := configFlag(fs)
+	if code, done := validateCmd.parse(fs, args, stdout, stderr); done {
+		return code
+	}
+	cfg, code := loadConfig(validateCmd, *path, stderr)
 	if code != exitOK {
 		return code
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "kretry validate: warning: %s\n", w)
 	}
 	names := make([]string, len(cfg.Topics))
 	for i, t := range cfg.Topics {
 		names[i] = t.Name
 	}
-	fmt.Fprintf(stdout, "%s: OK (%d topic(s): %s)\n", path, len(cfg.Topics), strings.Join(names, ", "))
+	fmt.Fprintf(stdout, "%s: OK (%d topic(s): %s)\n", *path, len(cfg.Topics), strings.Join(names, ", "))
 	return exitOK
 }
 
@@ -131,14 +107,22 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg, _, code := loadConfig("run", args, stderr)
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := runCmd.flagSet(stderr)
+	path := configFlag(fs)
+	if code, done := runCmd.parse(fs, args, stdout, stderr); done {
+		return code
+	}
+	cfg, code := loadConfig(runCmd, *path, stderr)
 	if code != exitOK {
 		return code
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
 	log.Info("kretry starting", "version", engine.Version, "topics", len(cfg.Topics), "brokers", cfg.Kafka.Brokers)
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	if err := sidecar.Run(ctx, cfg, sidecar.Options{Logger: log}); err != nil {
 		log.Error("kretry stopped with an error", "err", err)
 		return exitFail
@@ -148,12 +132,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("broker", stderr)
-	listen := fs.String("listen", config.DefaultEmbeddedListen, "host:port to listen on (also the address advertised to clients)")
-	dataDir := fs.String("data-dir", config.DefaultEmbeddedDataDir, `directory the log persists in ("" keeps it in memory)`)
-	partitions := fs.Int("partitions", config.DefaultPartitions, "partitions of auto-created topics")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs := brokerCmd.flagSet(stderr)
+	listen := fs.String("listen", config.DefaultEmbeddedListen, "`ADDR` (host:port) to listen on, also the address advertised to clients")
+	dataDir := fs.String("data-dir", config.DefaultEmbeddedDataDir, "`DIR` the log persists in, locked while the broker runs; \"\" keeps it in memory")
+	partitions := fs.Int("partitions", config.DefaultPartitions, "create the topics the broker creates itself with `N` partitions")
+	if code, done := brokerCmd.parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *partitions < 1 {
 		fmt.Fprintf(stderr, "kretry broker: --partitions %d must be at least 1\n", *partitions)
@@ -173,12 +157,12 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", stderr)
-	records := fs.Int("records", 2000, "records to produce")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	quiet := fs.Bool("quiet", false, "no progress line")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs := demoCmd.flagSet(stderr)
+	records := fs.Int("records", 2000, "produce `N` order records")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object (fields: see README.md)")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if code, done := demoCmd.parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *records < 1 {
 		fmt.Fprintf(stderr, "kretry demo: --records %d must be at least 1\n", *records)

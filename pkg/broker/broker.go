@@ -22,6 +22,7 @@ type Config struct {
 	// (127.0.0.1 by default).
 	Listen string
 	// DataDir persists the log across restarts; "" keeps it in memory.
+	// One broker at a time may use it (Start locks it).
 	DataDir string
 	// Partitions is the partition count of auto-created topics.
 	Partitions int32
@@ -33,12 +34,16 @@ type Config struct {
 
 // Broker is a running embedded broker.
 type Broker struct {
-	c *kfake.Cluster
+	c    *kfake.Cluster
+	lock *dirLock // nil without a data dir
 }
 
-// Start starts the broker. It returns an error when the address cannot be
-// bound (for example "address already in use") or the data dir cannot be
-// read.
+// Start starts the broker. With a data dir it first locks the dir (the
+// file kretry.lock in it, holding the PID) for as long as the broker runs;
+// it returns a *LockedError (errors.Is ErrLocked) naming the dir and the
+// holder's PID when another process has it. It also returns an error when
+// the address cannot be bound (for example "address already in use") or
+// the data dir cannot be read.
 func Start(cfg Config) (*Broker, error) {
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
@@ -69,17 +74,22 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.Logger != nil {
 		opts = append(opts, kfake.WithLogger(slogLogger{cfg.Logger}))
 	}
+	var lock *dirLock
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("embedded broker: data dir: %w", err)
+		}
+		if lock, err = lockDir(cfg.DataDir); err != nil {
+			return nil, err
 		}
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Listen, err)
 	}
-	return &Broker{c: c}, nil
+	return &Broker{c: c, lock: lock}, nil
 }
 
 // Addrs returns the host:port addresses clients bootstrap from.
@@ -88,8 +98,11 @@ func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
 // Cluster exposes the kfake cluster, for tests that inject faults.
 func (b *Broker) Cluster() *kfake.Cluster { return b.c }
 
-// Close stops the broker and flushes its data dir.
-func (b *Broker) Close() { b.c.Close() }
+// Close stops the broker, flushes its data dir and unlocks it.
+func (b *Broker) Close() {
+	b.c.Close()
+	b.lock.release()
+}
 
 type slogLogger struct{ l *slog.Logger }
 

@@ -15,8 +15,14 @@
 // ("app.urll: unknown key"); so is a value of the wrong type, a duration
 // that time.ParseDuration rejects or a bare number where a duration is
 // expected (`app.timeout: "10" is not a duration: it needs a unit…`), and
-// a fraction where an integer is expected. Every error is a *FieldError;
-// several are returned together with errors.Join, one per line.
+// a fraction where an integer is expected. An unknown key close to a valid
+// one at its level (by edit distance) is answered with a guess:
+// `app.max_inflight: unknown key, did you mean "max_in_flight"?`. The
+// values that did decode are validated too, so that every problem is
+// reported at once; what Validate would say about a key that failed to
+// decode is left out. Every error is a *FieldError, and several are
+// returned together with errors.Join, one per line; a file that is not
+// YAML is a *SyntaxError naming the line at fault.
 //
 // # Defaults
 //

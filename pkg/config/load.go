@@ -186,19 +186,21 @@ func Load(path string) (*Config, error) {
 //
 //  1. the YAML is decoded over Default() (see the package doc for the
 //     KRETRY_ override rule); unknown keys, values of the wrong type and
-//     bad durations fail here;
+//     bad durations fail here, but the keys that decode are still
+//     checked by the steps below;
 //  2. SetDefaults fills the derived defaults;
 //  3. Validate checks the result.
 //
 // It returns the Config only if all three succeed. Otherwise the error is
 // an errors.Join of *FieldError, one per problem, each printing as
 // "path: message" (plus " (from KRETRY_…)" when an environment variable
-// set the key), except for YAML syntax errors, which are returned as
-// "parse YAML: …".
+// set the key): the decoding errors first, then Validate's about the keys
+// that did decode. A YAML syntax error is returned alone, as a
+// *SyntaxError ("parse YAML: line N: …").
 func Parse(yamlBytes []byte, environ []string) (*Config, error) {
 	ko := koanf.New(".")
 	if err := ko.Load(rawbytes.Provider(yamlBytes), yaml.Parser()); err != nil {
-		return nil, fmt.Errorf("parse YAML: %w", err)
+		return nil, syntaxError(yamlBytes, err)
 	}
 
 	envs := make(envPaths)
@@ -234,15 +236,68 @@ func Parse(yamlBytes []byte, environ []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var decodeErrs []error
 	if err := dec.Decode(raw); err != nil {
-		return nil, errors.Join(decodeErrors(err, raw, envs)...)
+		decodeErrs = decodeErrors(err, raw, envs)
 	}
 
+	// Validate even when decoding failed, so that one bad value does not
+	// hide the other problems; a key that failed to decode holds its
+	// default or zero, so what Validate says about it (or about what
+	// contains it or depends on it) is left out.
 	c.SetDefaults()
+	errs := decodeErrs
 	if err := c.Validate(); err != nil {
-		return nil, annotate(err, envs)
+		for _, e := range unwrapJoin(annotate(err, envs)) {
+			if !affected(e, decodeErrs) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+func unwrapJoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// affected reports whether the validation error e is about a key that
+// failed to decode, one inside it or one containing it, or about the tier
+// topic names of a topic whose tiers failed to decode (they are derived
+// from the tiers).
+func affected(e error, decodeErrs []error) bool {
+	var fe *FieldError
+	if !errors.As(e, &fe) {
+		return false
+	}
+	for _, d := range decodeErrs {
+		var de *FieldError
+		if !errors.As(d, &de) {
+			return true // not tied to a key: it may affect any of them
+		}
+		if related(fe.Path, de.Path) {
+			return true
+		}
+		if i := strings.Index(de.Path, ".retry.tiers"); i >= 0 && related(fe.Path, de.Path[:i]+".retry.topics") {
+			return true
+		}
+	}
+	return false
+}
+
+// related reports whether key path a is b, inside b or contains b, by
+// whole segments: app.url is not related to app.urll.
+func related(a, b string) bool {
+	inside := func(x, y string) bool {
+		return y == "" || x == y || strings.HasPrefix(x, y+".") || strings.HasPrefix(x, y+"[")
+	}
+	return inside(a, b) || inside(b, a)
 }
 
 // FieldError is one problem with one config key. Validate and Parse
@@ -436,13 +491,7 @@ func annotate(err error, envs envPaths) error {
 	if len(envs) == 0 {
 		return err
 	}
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
-	for _, e := range list {
+	for _, e := range unwrapJoin(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) && fe.Env == "" && fe.Path != "" {
 			fe.Env = envs.findExact(dottedPath(fe.Path))
@@ -509,7 +558,7 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 		s := reflect.ValueOf(data).String()
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return nil, &valueError{value: s, msg: "is not a duration"}
+			return nil, &valueError{value: s, msg: `is not a duration: use a Go duration such as "10s", "1m30s" or "250ms"`}
 		}
 		return d, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -585,8 +634,19 @@ func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 			)
 			switch {
 			case strings.HasPrefix(inner.Error(), "has invalid keys: "):
-				for _, k := range unknownKeys(raw, name, inner.Error()) {
-					add(joinPath(name, k), "unknown key")
+				keys, valid := unknownKeys(raw, name, inner.Error())
+				for _, k := range keys {
+					path := joinPath(name, k)
+					msg := "unknown key"
+					if m := closest(k, valid); m != "" {
+						if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
+							m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
+						} else {
+							m = strconv.Quote(m)
+						}
+						msg += ", did you mean " + m + "?"
+					}
+					add(path, msg)
 				}
 			case strings.HasPrefix(inner.Error(), "expected a map or struct, got "):
 				got := "a " + strings.Trim(strings.TrimPrefix(inner.Error(), "expected a map or struct, got "), `"`)
@@ -631,16 +691,17 @@ func joinPath(parent, key string) string {
 }
 
 // unknownKeys lists the keys of the raw mapping at path that match no
-// field of the struct decoded there. It walks the data rather than parse
-// mapstructure's comma-joined message, which is the fallback.
-func unknownKeys(raw map[string]any, path, msg string) []string {
-	if keys, ok := unknownAt(raw, path); ok && len(keys) > 0 {
-		return keys
+// field of the struct decoded there, and the keys valid there. It walks the
+// data rather than parse mapstructure's comma-joined message, which is the
+// fallback (without valid keys).
+func unknownKeys(raw map[string]any, path, msg string) (unknown, valid []string) {
+	if keys, valid, ok := unknownAt(raw, path); ok && len(keys) > 0 {
+		return keys, valid
 	}
-	return strings.Split(strings.TrimPrefix(msg, "has invalid keys: "), ", ")
+	return strings.Split(strings.TrimPrefix(msg, "has invalid keys: "), ", "), nil
 }
 
-func unknownAt(raw map[string]any, path string) ([]string, bool) {
+func unknownAt(raw map[string]any, path string) (unknown, valid []string, ok bool) {
 	var (
 		v any = raw
 		t     = reflect.TypeOf(Config{})
@@ -650,18 +711,18 @@ func unknownAt(raw map[string]any, path string) ([]string, bool) {
 			if i, err := strconv.Atoi(seg); err == nil {
 				l, ok := v.([]any)
 				if !ok || i >= len(l) || t.Kind() != reflect.Slice {
-					return nil, false
+					return nil, nil, false
 				}
 				v, t = l[i], t.Elem()
 				continue
 			}
 			m, ok := v.(map[string]any)
 			if !ok || t.Kind() != reflect.Struct {
-				return nil, false
+				return nil, nil, false
 			}
 			f, ok := fieldByTag(t, seg)
 			if !ok {
-				return nil, false
+				return nil, nil, false
 			}
 			v, t = m[seg], f.Type
 		}
@@ -671,16 +732,62 @@ func unknownAt(raw map[string]any, path string) ([]string, bool) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok || t.Kind() != reflect.Struct {
-		return nil, false
+		return nil, nil, false
 	}
-	var keys []string
 	for k := range m {
 		if _, ok := fieldByTag(t, k); !ok {
-			keys = append(keys, k)
+			unknown = append(unknown, k)
 		}
 	}
-	sort.Strings(keys)
-	return keys, true
+	sort.Strings(unknown)
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("koanf"); tag != "" {
+			valid = append(valid, tag)
+		}
+	}
+	return unknown, valid, true
+}
+
+// closest returns the valid key nearest to key, compared in lower case by
+// edit distance (Damerau-Levenshtein, optimal string alignment: a swap of
+// two adjacent letters counts one), if it is near enough to be a typo: at
+// most a third of the shorter key's length, at least one edit. Ties go to
+// the earlier key in valid.
+func closest(key string, valid []string) string {
+	best, bestD := "", -1
+	for _, v := range valid {
+		d := editDistance(strings.ToLower(key), v)
+		if d <= max(1, min(len(key), len(v))/3) && (bestD < 0 || d < bestD) {
+			best, bestD = v, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and adjacent transpositions, bytes.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // rawAt returns the raw value at a decode path, if the path leads through

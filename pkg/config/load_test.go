@@ -313,7 +313,7 @@ func TestFieldError(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("error %v is not a *FieldError", err)
 	}
-	if fe.Path != "app.urll" || fe.Msg != "unknown key" || fe.Env != "KRETRY_APP__URLL" {
+	if fe.Path != "app.urll" || fe.Msg != "unknown key, did you mean KRETRY_APP__URL?" || fe.Env != "KRETRY_APP__URLL" {
 		t.Errorf("FieldError = %+v", fe)
 	}
 }
@@ -355,6 +355,19 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDefaults(t, c)
+}
+
+// TestSyntaxError: a YAML error is a *SyntaxError naming the line at
+// fault, not the line where the enclosing block starts.
+func TestSyntaxError(t *testing.T) {
+	_, err := config.Parse([]byte("app:\n  url: http://x\ntopics:\n  - name: orders\n    retry:\n      tiers: [1m]\n     jitter: 0.1\n"), nil)
+	var se *config.SyntaxError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is not a *SyntaxError", err)
+	}
+	if se.Line != 7 || se.Text != "     jitter: 0.1" {
+		t.Errorf("SyntaxError = %+v, want line 7", se)
+	}
 }
 
 func TestLoadMissingFile(t *testing.T) {

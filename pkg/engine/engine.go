@@ -214,6 +214,10 @@ type Engine struct {
 	woken       bool
 	warned      sync.Map
 	instanceTag string
+
+	// joined is closed by the first rebalance callback that assigns.
+	joined     chan struct{}
+	joinedOnce sync.Once
 }
 
 // New validates opts, checks or creates the tier, parking and DLQ topics
@@ -286,6 +290,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		obs:         opts.Observer,
 		shards:      map[int32]*shard{},
 		instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
+		joined:      make(chan struct{}),
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
@@ -360,6 +365,13 @@ func (e *Engine) parking() bool { return e.opts.Ordering != OrderingNone }
 
 // Stats returns the engine's live counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Joined returns a channel closed once Run has joined the consumer group
+// and received its first assignment. The assignment may be empty: with
+// more instances than partitions some get none, and are still members
+// (they take partitions over when another instance leaves). It is not
+// reopened by later rebalances.
+func (e *Engine) Joined() <-chan struct{} { return e.joined }
 
 // Topics returns the stage topics as found or created by New.
 func (e *Engine) Topics() *retrytopics.Topics { return e.topics }
@@ -508,6 +520,7 @@ func (e *Engine) close() {
 // each new shard starts by replaying its parking partition (see
 // parking.go); its source and tier partitions stay paused until then.
 func (e *Engine) assigned(m map[string][]int32) {
+	defer e.joinedOnce.Do(func() { close(e.joined) })
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.log.Info("partitions assigned", "partitions", m)

@@ -38,8 +38,9 @@ type Options struct {
 	// Deliverer replaces HTTP delivery to app.url (in-process embedding,
 	// tests); nil delivers over HTTP.
 	Deliverer delivery.Deliverer
-	// Started, when set, is called once every engine is consuming, with the
-	// sidecar (for its broker addresses and engine stats).
+	// Started, when set, is called once every engine has joined its group
+	// and received its first assignment (when /readyz turns ready), with
+	// the sidecar (for its broker addresses and engine stats).
 	Started func(*Sidecar)
 }
 
@@ -57,8 +58,8 @@ type Sidecar struct {
 // cleanly: in-flight deliveries finish (or are abandoned after app.timeout
 // and delivered again later), the last batch commits, the group is left and
 // the embedded broker, if any, is flushed and closed. cfg must be validated.
-// It returns startup errors (broker unreachable, topic partition mismatch,
-// address in use) and fatal engine errors.
+// It returns startup errors (an *UnreachableError when no broker answers,
+// a topic partition mismatch, an address in use) and fatal engine errors.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Logger
 	if log == nil {
@@ -84,6 +85,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 
 	clientOpts, err := ClientOpts(&cfg.Kafka, log)
 	if err != nil {
+		return err
+	}
+	if err := ping(ctx, clientOpts, s.Brokers); err != nil {
 		return err
 	}
 	d := o.Deliverer
@@ -168,19 +172,46 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		})
 	}
 	wg.Go(func() { obs.run(rctx) })
-	s.ready.Store(true)
-	if o.Started != nil {
-		o.Started(s)
+	if s.waitJoined(rctx) {
+		s.ready.Store(true)
+		log.Info("ready: every topic's engine has joined its group and has its first assignment")
+		if o.Started != nil {
+			o.Started(s)
+		}
 	}
 	<-rctx.Done()
 	s.ready.Store(false)
-	log.Info("shutting down")
+	var inFlight int64
+	for _, e := range s.Engines {
+		inFlight += e.Stats().InFlight.Load()
+	}
+	log.Info("shutting down: no new deliveries; waiting for the deliveries in flight, then committing",
+		"in_flight", inFlight, "grace", cfg.App.Timeout)
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// healthHandler serves /healthz (the process is up) and /readyz (every
-// engine is consuming).
+// waitJoined waits until every engine has its first assignment; false
+// when ctx ends first.
+func (s *Sidecar) waitJoined(ctx context.Context) bool {
+	for _, e := range s.Engines {
+		select {
+		case <-e.Joined():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// Ready reports what /readyz answers: every engine has joined its group
+// and received its first assignment (possibly empty: with more instances
+// than partitions an instance is ready with none), and Run is not
+// shutting down.
+func (s *Sidecar) Ready() bool { return s.ready.Load() }
+
+// healthHandler serves /healthz (the process is up) and /readyz (see
+// Ready).
 func (s *Sidecar) healthHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -194,6 +225,17 @@ func (s *Sidecar) healthHandler() http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
+}
+
+// ping checks that a broker answers before anything else is started, so
+// that the error names kafka.brokers instead of a topic check's request.
+func ping(ctx context.Context, clientOpts []kgo.Opt, brokers []string) error {
+	cl, err := kgo.NewClient(append(clientOpts[:len(clientOpts):len(clientOpts)], kgo.SeedBrokers(brokers...))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return Ping(ctx, cl, brokers, false)
 }
 
 // PlanFor returns the retry plan of a defaulted topic config.

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/kretry/kretry/pkg/config"
+)
+
+// command documents one subcommand: what `kretry CMD -h`, `kretry help
+// CMD` and the top-level usage print about it.
+type command struct {
+	name     string // as typed after "kretry": "run", "parking release"
+	synopsis string // the usage line after "kretry ", every flag in it
+	purpose  string // one line
+	about    string // optional paragraphs, wrapped by hand
+	example  string // one command per line
+	// short maps a long flag to its one-letter alias, printed together
+	// ("-c, --config FILE").
+	short map[string]string
+}
+
+var (
+	runCmd = &command{
+		name:     "run",
+		synopsis: "run -c FILE",
+		purpose:  "run the sidecar until SIGTERM/SIGINT",
+		about: `Consumes every topics[] entry of the config, delivers each record to
+app.url and moves failures through the retry tiers, parking and the DLQ.
+With kafka.brokers [embedded] it runs the embedded broker too, on
+embedded.listen with its log in embedded.data_dir (locked: one process
+per data dir). On SIGTERM/SIGINT it stops starting deliveries, waits up to
+app.timeout for those in flight, commits and exits 0; a second signal
+exits at once (status 1) without waiting.`,
+		example: "kretry run -c config.yaml\nKRETRY_KAFKA__BROKERS=127.0.0.1:9092 kretry run -c config.yaml",
+		short:   map[string]string{"config": "c"},
+	}
+	demoCmd = &command{
+		name:     "demo",
+		synopsis: "demo [--records N] [--json] [--quiet]",
+		purpose:  "the whole job on an embedded broker, with a sample app that fails on purpose",
+		about: `Starts an in-memory embedded broker, a sample HTTP app that fails some
+records on purpose, produces keyed order records, runs the sidecar with
+short tiers and reports what became of every record. The exit status is 0
+only when nothing was lost, duplicated in the DLQ or delivered out of
+order.`,
+		example: "kretry demo\nkretry demo --records 500 --json --quiet",
+	}
+	brokerCmd = &command{
+		name:     "broker",
+		synopsis: "broker [--listen ADDR] [--data-dir DIR] [--partitions N]",
+		purpose:  "run the embedded Kafka-protocol broker alone, for kcat and your app",
+		about: `Serves the Kafka protocol (franz-go's kfake) until SIGTERM/SIGINT. The
+data dir is locked: a second broker or ` + "`kretry run`" + ` on it is refused. For
+development and demos, not production data.`,
+		example: "kretry broker --listen 127.0.0.1:9092 --data-dir .kretry/data",
+	}
+	validateCmd = &command{
+		name:     "validate",
+		synopsis: "validate -c FILE",
+		purpose:  "check a config and exit: 0 when valid, 2 with every error found",
+		about: `Loads the file with the KRETRY_ environment overrides applied, as
+` + "`kretry run`" + ` would, and prints every problem with its key path and value.
+Warnings (a group or topic name that looks like another topic's default,
+left over from a rename) go to stderr and do not change the exit status.`,
+		example: "kretry validate -c config.yaml",
+		short:   map[string]string{"config": "c"},
+	}
+	lagCmd = &command{
+		name:     "lag",
+		synopsis: "lag -c FILE [--json] [--watch [--interval DURATION]]",
+		purpose:  "print the consumer lag, age and status of kretry's groups and DLQs",
+		about: `Needs the brokers of the config: with kafka.brokers [embedded] it dials
+embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + ` must be running.
+The status (OK, LAG, STALL, STOP …) needs lag.window scans: use --watch.
+One scan exits 1 when it could not measure everything.`,
+		example: "kretry lag -c config.yaml\nkretry lag -c config.yaml --watch --interval 10s",
+		short:   map[string]string{"config": "c"},
+	}
+	parkingCmd = &command{
+		name:     "parking",
+		synopsis: "parking release -c FILE --topic TOPIC --key KEY [--partition N]",
+		purpose:  "operator actions on parking topics",
+		about: `Subcommands:
+  release   release a key held in parking (on_dead_letter: hold)
+
+Run 'kretry parking release -h' for its flags.`,
+		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
+	}
+	parkingReleaseCmd = &command{
+		name:     "parking release",
+		synopsis: "parking release -c FILE --topic TOPIC --key KEY [--partition N]",
+		purpose:  "release a key held in parking (on_dead_letter: hold)",
+		about: `Writes a release op for the key to the topic's parking topic; the
+instance that owns that partition then delivers the key's parked records
+in order. It finds the parking partition(s) where the key is parked
+(producers do not agree on the key hash) unless --partition is given. It
+needs the brokers: with kafka.brokers [embedded], a running ` + "`kretry run`" + `.`,
+		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
+		short:   map[string]string{"config": "c"},
+	}
+	versionCmd = &command{
+		name:     "version",
+		synopsis: "version",
+		purpose:  "print the kretry version and the Go version it was built with",
+		example:  "kretry version",
+	}
+	helpCmd = &command{
+		name:     "help",
+		synopsis: "help [COMMAND]",
+		purpose:  "print this help, or a command's",
+		example:  "kretry help run\nkretry run -h",
+	}
+)
+
+// commands in the order of the top-level usage.
+var commands = []*command{runCmd, demoCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd, versionCmd, helpCmd}
+
+// topUsage is the top-level help: one line per command with its synopsis.
+func topUsage() string {
+	var b strings.Builder
+	b.WriteString("kretry — Kafka retry-topic and dead-letter sidecar\n\nUsage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  kretry %s\n        %s\n", c.synopsis, c.purpose)
+	}
+	fmt.Fprintf(&b, `
+Run 'kretry help COMMAND' or 'kretry COMMAND -h' for a command's flags,
+with their units and defaults, and an example.
+
+The config path may also come from %s. Every config key can be
+overridden from the environment (KRETRY_APP__URL=…); see README.md.
+
+Exit status: 0 success, 1 a runtime failure (a broker that cannot be
+reached, a demo that lost records), 2 bad flags or a bad config.
+`, config.EnvConfigFile)
+	return b.String()
+}
+
+// flagSet returns the command's flag set. Parse errors go to stderr; help
+// is printed by parse, so Usage does nothing.
+func (c *command) flagSet(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kretry "+c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args into fs. done reports that the command must stop
+// with the returned status: -h/--help printed the help on stdout (0), or
+// the flags were wrong (2). No command takes positional arguments.
+func (c *command) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c.help(stdout, fs)
+		return exitOK, true
+	case err != nil: // the flag package printed what is wrong
+		fmt.Fprintf(stderr, "Run 'kretry %s -h' for help.\n", c.name)
+		return exitUsage, true
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "kretry %s: unexpected argument %q\nRun 'kretry %s -h' for help.\n", c.name, fs.Arg(0), c.name)
+		return exitUsage, true
+	}
+	return exitOK, false
+}
+
+// help prints the command's purpose, usage, flags and example.
+func (c *command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "kretry %s — %s\n\nUsage:\n  kretry %s\n", c.name, c.purpose, c.synopsis)
+	if c.about != "" {
+		fmt.Fprintf(w, "\n%s\n", c.about)
+	}
+	if fs != nil {
+		c.printFlags(w, fs)
+	}
+	fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(c.example, "\n", "\n  "))
+}
+
+// printFlags lists the flags with their placeholders and defaults, the
+// text wrapped at 80 columns. A flag whose usage already says "default"
+// gets no "(default …)" of its own.
+func (c *command) printFlags(w io.Writer, fs *flag.FlagSet) {
+	alias := map[string]bool{}
+	for _, s := range c.short {
+		alias[s] = true
+	}
+	type row struct{ names, usage string }
+	var rows []row
+	width := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if alias[f.Name] {
+			return
+		}
+		name, usage := flag.UnquoteUsage(f)
+		names := "    --" + f.Name
+		if s, ok := c.short[f.Name]; ok {
+			names = "-" + s + ", --" + f.Name
+		}
+		if name != "" {
+			names += " " + name
+		}
+		if !strings.Contains(usage, "default") && f.DefValue != "" && f.DefValue != "false" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		rows = append(rows, row{names, usage})
+		width = max(width, len(names))
+	})
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	for _, r := range rows {
+		pad := strings.Repeat(" ", 2+width+2)
+		lines := wrap(r.usage, max(80-len(pad), 30))
+		fmt.Fprintf(w, "  %-*s  %s\n", width, r.names, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "%s%s\n", pad, l)
+		}
+	}
+}
+
+// wrap breaks s into lines of at most n bytes at spaces (a longer word
+// stands alone).
+func wrap(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) <= n:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
+}
+
+// configFlag defines -c and its alias --config.
+func configFlag(fs *flag.FlagSet) *string {
+	path := fs.String("config", os.Getenv(config.EnvConfigFile), "YAML config `FILE`; default $"+config.EnvConfigFile)
+	fs.StringVar(path, "c", *path, "")
+	return path
+}
+
+// cmdHelp is `kretry help [COMMAND …]`.
+func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, topUsage())
+		return exitOK
+	}
+	switch strings.Join(args, " ") {
+	case "run", "demo", "broker", "validate", "lag", "parking", "parking release", "version":
+		return run(ctx, append(args, "-h"), stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		helpCmd.help(stdout, nil)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "kretry help: unknown command %q\n\n%s", strings.Join(args, " "), topUsage())
+	return exitUsage
+}

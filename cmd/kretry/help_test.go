@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// subcommands are every command a user can type, with the flag lines
+// their help must show (placeholder, units, default).
+var subcommands = []struct {
+	args  []string
+	flags []string
+}{
+	{[]string{"run"}, []string{"-c, --config FILE"}},
+	{[]string{"demo"}, []string{"--records N", "(default 2000)", "--json", "--quiet"}},
+	{[]string{"broker"}, []string{"--listen ADDR", "(default 127.0.0.1:9092)", "--data-dir DIR", "(default .kretry/data)", "--partitions N", "(default 3)"}},
+	{[]string{"validate"}, []string{"-c, --config FILE"}},
+	{[]string{"lag"}, []string{"-c, --config FILE", "--json", "--watch", "--interval DURATION", "(default 5s)"}},
+	{[]string{"parking"}, nil},
+	{[]string{"parking", "release"}, []string{"-c, --config FILE", "--topic TOPIC", "--key KEY", "--partition N"}},
+	{[]string{"version"}, nil},
+	{[]string{"help"}, nil},
+}
+
+var flagLine = regexp.MustCompile(`^  (?:-\w, )?\s*--([\w-]+)`)
+
+// helpFlags returns the long flag names listed under "Flags:".
+func helpFlags(help string) []string {
+	_, list, ok := strings.Cut(help, "\nFlags:\n")
+	if !ok {
+		return nil
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	var names []string
+	for _, l := range strings.Split(list, "\n") {
+		if m := flagLine.FindStringSubmatch(l); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// TestSubcommandHelp: `CMD -h`, `CMD --help` and `help CMD` all exit 0
+// and print the same help on stdout: a one-line purpose, the usage, the
+// flags with their defaults, an example.
+func TestSubcommandHelp(t *testing.T) {
+	top := topUsage()
+	for _, sc := range subcommands {
+		name := strings.Join(sc.args, " ")
+		t.Run(name, func(t *testing.T) {
+			var first string
+			for _, args := range [][]string{
+				append(append([]string{}, sc.args...), "-h"),
+				append(append([]string{}, sc.args...), "--help"),
+				append([]string{"help"}, sc.args...),
+			} {
+				var out, errb bytes.Buffer
+				code := run(context.Background(), args, &out, &errb)
+				if code != exitOK {
+					t.Errorf("kretry %s: exit %d, want 0 (stderr %q)", strings.Join(args, " "), code, errb.String())
+				}
+				if errb.Len() > 0 {
+					t.Errorf("kretry %s: stderr %q, want nothing", strings.Join(args, " "), errb.String())
+				}
+				if first == "" {
+					first = out.String()
+				} else if out.String() != first {
+					t.Errorf("kretry %s prints another help than kretry %s -h:\n%s", strings.Join(args, " "), name, out.String())
+				}
+			}
+			help := first
+			head, _, _ := strings.Cut(help, "\n")
+			if !strings.HasPrefix(head, "kretry "+name+" — ") || len(head) < len("kretry "+name+" — ")+10 {
+				t.Errorf("first line %q is not `kretry %s — <purpose>`", head, name)
+			}
+			if !strings.Contains(help, "\nUsage:\n  kretry "+name) {
+				t.Errorf("no usage line")
+			}
+			if !strings.Contains(help, "\nExample:\n  kretry "+name) {
+				t.Errorf("no example")
+			}
+			for _, f := range sc.flags {
+				if !strings.Contains(help, f) {
+					t.Errorf("help lacks %q", f)
+				}
+			}
+			if strings.Count(help, "default") > 0 && regexp.MustCompile(`default[^\n]*\(default`).MatchString(help) {
+				t.Errorf("a flag states its default twice")
+			}
+			// Every flag of the command is in the top-level usage, on the
+			// command's line.
+			for _, f := range helpFlags(help) {
+				if !regexp.MustCompile(`(?m)^  kretry `+regexp.QuoteMeta(name)+` .*-`+regexp.QuoteMeta(f)+`\b`).MatchString(top) &&
+					!(f == "config" && strings.Contains(top, "kretry "+name+" -c FILE")) {
+					t.Errorf("the top-level usage does not show --%s of %s", f, name)
+				}
+			}
+			if t.Failed() {
+				t.Logf("help:\n%s", help)
+			}
+		})
+	}
+}
+
+func TestTopLevelHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != exitOK || out.String() != topUsage() || errb.Len() > 0 {
+			t.Errorf("kretry %s: exit %d, stdout %q, stderr %q; want 0 and the top-level usage", strings.Join(args, " "), code, out.String(), errb.String())
+		}
+	}
+	for _, sc := range subcommands {
+		if len(sc.args) == 1 && sc.args[0] != "parking" && !strings.Contains(topUsage(), "\n  kretry "+sc.args[0]) {
+			t.Errorf("top-level usage does not list %s", sc.args[0])
+		}
+	}
+}
+
+// TestUsageErrors: bad flags, arguments and commands exit 2 with a hint on
+// stderr and nothing on stdout.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--nope"}, "Run 'kretry run -h' for help."},
+		{[]string{"demo", "--records", "x"}, "Run 'kretry demo -h' for help."},
+		{[]string{"validate", "-c", "x.yaml", "extra"}, `unexpected argument "extra"`},
+		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--topic and --key are required"},
+		{[]string{"parking", "hold"}, `unknown subcommand "hold"`},
+		{[]string{"parking"}, "Subcommands:"},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`},
+		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{nil, "Usage:"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), tc.want) || out.Len() > 0 {
+			t.Errorf("kretry %s: exit %d, stdout %q, stderr %q; want 2 and %q on stderr", strings.Join(tc.args, " "), code, out.String(), errb.String(), tc.want)
+		}
+	}
+}
+
+// TestConfigAlias: every command that reads a config takes -c and
+// --config (and -config).
+func TestConfigAlias(t *testing.T) {
+	for _, cmd := range [][]string{{"run"}, {"validate"}, {"lag"}, {"parking", "release", "--topic", "orders", "--key", "k"}} {
+		for _, flag := range []string{"-c", "-config", "--config"} {
+			var out, errb bytes.Buffer
+			args := append(append([]string{}, cmd...), flag, "testdata/no-such.yaml")
+			code := run(context.Background(), args, &out, &errb)
+			if code != exitUsage || !strings.Contains(errb.String(), "invalid config testdata/no-such.yaml") {
+				t.Errorf("kretry %s: exit %d, stderr %q; want the config file to be read", strings.Join(args, " "), code, errb.String())
+			}
+		}
+	}
+}

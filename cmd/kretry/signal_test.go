@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSecondSignalForcesExit: the first signal cancels the context, the
+// second exits at once with status 1 and a line saying so.
+func TestSecondSignalForcesExit(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	exited := make(chan int, 1)
+	go watchSignals(sigs, cancel, func() *slog.Logger { return log }, func(code int) { exited <- code })
+
+	sigs <- syscall.SIGTERM
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first signal did not cancel the context")
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("the first signal exited (%d)", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	sigs <- os.Interrupt
+	select {
+	case code := <-exited:
+		if code != exitFail {
+			t.Errorf("exit status %d, want %d", code, exitFail)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second signal did not exit")
+	}
+	if !strings.Contains(logs.String(), "second signal while shutting down: exiting now") || !strings.Contains(logs.String(), "signal=interrupt") {
+		t.Errorf("log %q does not say why it exits", logs.String())
+	}
+}

@@ -1,0 +1,40 @@
+package config
+
+import "testing"
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"url", "url", 0},
+		{"urll", "url", 1},
+		{"retyr", "retry", 1}, // a swap is one edit
+		{"max_inflight", "max_in_flight", 1},
+		{"kitten", "sitting", 3},
+		{"", "abc", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestClosest(t *testing.T) {
+	app := []string{"url", "timeout", "max_in_flight", "ce_type"}
+	for key, want := range map[string]string{
+		"urll":         "url",
+		"URL":          "url",
+		"timout":       "timeout",
+		"max_inflight": "max_in_flight",
+		"maxinflight":  "max_in_flight",
+		"type":         "",
+		"tls":          "",
+		"x":            "",
+	} {
+		if got := closest(key, app); got != want {
+			t.Errorf("closest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
