@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // pom lists the broker and its logging binding; [Jars] resolves it.
@@ -88,7 +88,7 @@ func fetchJars() (string, error) {
 		return "", fmt.Errorf("kafkatest: %w", err)
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("kafkatest: lock %s: %w", lock.Name(), err)
 	}
 	if _, err := os.Stat(done); err == nil {
