@@ -30,7 +30,13 @@
 //     own in HeaderRef.
 //
 // Ops are written in the same Kafka transaction as the move or offset
-// commit they describe. On assignment the new owner writes a barrier,
+// commit they describe, with one exception that keeps a key's ops in the
+// order a replay needs: when a key's next head fails before the transaction
+// carrying the key's unblock has been written, the unblock moves to the
+// head's entry, just ahead of its block. (Moves are written queue by queue,
+// so otherwise the unblock could land after the new block and a replay
+// would release the parked records ahead of the head: seen on Kafka,
+// TestUnblockPrecedesTheKeysNextBlock.) On assignment the new owner writes a barrier,
 // replays the partition from its committed offset up to that barrier (every
 // block without its release blocks its key; every parked record without a
 // settle is parked) and only then delivers records of the partition's

@@ -340,7 +340,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		// how long a crashed instance's open transaction holds back
 		// read_committed readers when no successor with the same
 		// transactional ID aborts it (franz-go's default is 40s).
-		kgo.TransactionTimeout(15*time.Second),
+		kgo.TransactionTimeout(transactionTimeout),
 	)
 	copts = append(copts, opts.GroupOpts...)
 	copts = append(copts,
@@ -429,7 +429,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		if tx != nil {
-			if err := e.commit(tx); err != nil {
+			if err := e.commit(tx, transactionTimeout); err != nil {
 				e.sess.AllowRebalance()
 				return err
 			}
@@ -504,7 +504,7 @@ func (e *Engine) shutdown() error {
 	tx := e.prepare()
 	e.mu.Unlock()
 	if tx != nil {
-		return e.commit(tx)
+		return e.commit(tx, shutdownCommitTimeout)
 	}
 	return nil
 }

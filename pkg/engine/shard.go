@@ -684,13 +684,26 @@ func (e *Engine) prepare() *txn {
 	return tx
 }
 
-// commit runs tx as one transaction. A transaction that does not commit
+// transactionTimeout is the producer's transaction timeout and the bound on
+// one commit: a transaction open longer is aborted by its coordinator
+// anyway, so waiting longer for End (which waits for a heartbeat the group
+// may not be running while it rejoins after a broker failure) only stalls
+// every partition.
+const transactionTimeout = 15 * time.Second
+
+// shutdownCommitTimeout bounds the final commit at shutdown: seen on Kafka
+// after a broker outage, End waited for a heartbeat that never came and a
+// SIGTERM took a minute. Past it the transaction aborts and the next owner
+// delivers its records again.
+const shutdownCommitTimeout = 10 * time.Second
+
+// commit runs tx as one transaction, bounded by timeout. A transaction that does not commit
 // drops all state (after in-flight deliveries end): the records after the
 // last commit are read and delivered again. Only a fatal producer error is
 // returned.
-func (e *Engine) commit(tx *txn) error {
+func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := e.sess.Begin(); err != nil {
 		return fmt.Errorf("engine: begin transaction: %w", err)
