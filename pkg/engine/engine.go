@@ -189,6 +189,8 @@ type Engine struct {
 
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
+	// admCl is adm's client, for requests kadm has no builder for.
+	admCl *kgo.Client
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -315,6 +317,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
 	}
+	e.admCl = admCl
 	e.adm = kadm.NewClient(admCl)
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -538,10 +541,11 @@ func (e *Engine) shutdown() error {
 }
 
 func (e *Engine) close() {
+	memberID, _ := e.sess.Client().GroupMetadata()
 	// Close leaves the group (a dynamic member); no transaction is open here.
 	e.sess.Close()
 	if e.leave {
-		e.leaveStatic()
+		e.leaveStatic(memberID)
 	}
 	e.adm.Close()
 	e.log.Info("stopped")

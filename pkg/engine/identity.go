@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrFenced is wrapped by the error Run returns when another live process
@@ -49,21 +49,36 @@ func (e *Engine) fenced(err error) error {
 	return &FencedError{InstanceID: e.opts.InstanceID, TransactionalID: e.opts.TransactionalID, Group: e.opts.Group, Err: err}
 }
 
-// leaveStatic removes this engine's static member from its group after a
-// clean stop. A static member (KIP-345) does not leave when its client
-// closes — that is what lets a restart under the same id take its
-// partitions back at once — so without this a scale-down would hold its
-// partitions for the whole session timeout. It must not run after a
-// fencing: the member with our instance id is then the other process.
-func (e *Engine) leaveStatic() {
-	if e.opts.InstanceID == "" {
+// leaveStatic removes this engine's static member, memberID, from its
+// group after a clean stop. A static member (KIP-345) does not leave when
+// its client closes — that is what lets a restart under the same id take
+// its partitions back at once — so without this a scale-down would hold
+// its partitions for the whole session timeout. The request names both the
+// instance id and our member id: if another process holds the instance id
+// now (a duplicate that fenced us, or a sibling engine of ours was fenced),
+// the coordinator refuses it with FENCED_INSTANCE_ID instead of removing
+// the other process's member.
+func (e *Engine) leaveStatic(memberID string) {
+	if e.opts.InstanceID == "" || memberID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rs, err := e.adm.LeaveGroup(ctx, kadm.LeaveGroup(e.opts.Group).InstanceIDs(e.opts.InstanceID).Reason("kretry stopped"))
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = e.opts.Group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID, m.InstanceID = memberID, &e.opts.InstanceID
+	reason := "kretry stopped"
+	m.Reason = &reason
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, e.admCl)
 	if err == nil {
-		err = rs.Error()
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil {
+		for _, m := range resp.Members {
+			err = errors.Join(err, kerr.ErrorForCode(m.ErrorCode))
+		}
 	}
 	if err != nil {
 		e.log.Warn("leaving the group as static member failed; its partitions move to the other instances after the session timeout",
