@@ -76,12 +76,12 @@ func (a *stampApp) waitAcked(t *testing.T, timeout time.Duration, vs []string, c
 // identityConfig is a `kretry run` config with default group settings (the
 // 45s session timeout): only static membership and an explicit leave can
 // explain a takeover faster than that.
-func identityConfig(t *testing.T, addr, appURL string) string {
+func identityConfig(t *testing.T, addr, appURL string, extra ...string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`kafka:
   brokers: [%q]
   fetch_max_wait: 50ms
-app:
+`+strings.Join(extra, "")+`app:
   url: %q
   timeout: 5s
 metrics:
@@ -250,4 +250,34 @@ func TestSameInstanceIDTwiceStopsTheOlder(t *testing.T) {
 		t.Errorf("the fenced instance reports a state-machine error:\n%s", first.stderr.String())
 	}
 	app.waitAcked(t, 60*time.Second, seq("b", 4), func() { second.mustRun(t) })
+}
+
+// TestKillWithoutRestartWaitsForTheSessionTimeout: a killed static member
+// that is not restarted keeps its partitions until the session timeout
+// (6s here; 45s by default) expires; then the other instance takes them.
+func TestKillWithoutRestartWaitsForTheSessionTimeout(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 4)
+	app := startStampApp(t)
+	cfg := identityConfig(t, addr, app.url(), "  session_timeout: 6s\n")
+	cl := newClient(t, addr)
+	a := startKretryEnv(t, "a", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-a"}, "run", "-c", cfg)
+	b := startKretryEnv(t, "b", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-b"}, "run", "-c", cfg)
+	waitFor(t, 60*time.Second, "both instances assigned", func() bool {
+		return strings.Contains(a.stderr.String(), `msg="partitions assigned"`) && strings.Contains(b.stderr.String(), `msg="partitions assigned"`) &&
+			!strings.Contains(a.stderr.String(), `partitions="map[]"`) && !strings.Contains(b.stderr.String(), `partitions="map[]"`)
+	}, func() { a.mustRun(t); b.mustRun(t) })
+	produceValues(t, cl, seq("a", 8)...)
+	app.waitAcked(t, 60*time.Second, seq("a", 8), func() { a.mustRun(t); b.mustRun(t) })
+	a.kill(t)
+	killed := time.Now()
+	produceValues(t, cl, seq("b", 8)...)
+	last := app.waitAcked(t, 60*time.Second, seq("b", 8), func() { b.mustRun(t) })
+	took := last.Sub(killed)
+	t.Logf("broker %s: the other instance delivered every partition %v after a kill -9 without restart (session timeout 6s)",
+		brokerKind, took.Round(time.Millisecond))
+	if took < 4*time.Second {
+		t.Errorf("took over %v after the kill: a static member's partitions should wait for the session timeout", took)
+	}
 }
