@@ -173,6 +173,8 @@ type Options struct {
 	// Observer receives events for metrics; nil observes nothing.
 	Observer Observer
 
+	// txnTimeout, set by tests, replaces transactionTimeout.
+	txnTimeout time.Duration
 	// beforeEnd, set by tests, runs after a transaction's moves are
 	// flushed and before it ends.
 	beforeEnd func()
@@ -191,6 +193,10 @@ type Engine struct {
 	adm  *kadm.Client
 	// admCl is adm's client, for requests kadm has no builder for.
 	admCl *kgo.Client
+	// copts build sess, again after a reset (see resetSession).
+	copts []kgo.Opt
+	// lastReset is when the session was last rebuilt.
+	lastReset time.Time
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -270,6 +276,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.Statuses == nil {
 		opts.Statuses = &delivery.DefaultStatuses
+	}
+	if opts.txnTimeout <= 0 {
+		opts.txnTimeout = transactionTimeout
 	}
 	switch opts.Ordering {
 	case "":
@@ -357,7 +366,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		// how long a crashed instance's open transaction holds back
 		// read_committed readers when no successor with the same
 		// transactional ID aborts it (franz-go's default is 40s).
-		kgo.TransactionTimeout(transactionTimeout),
+		kgo.TransactionTimeout(opts.txnTimeout),
 	)
 	if opts.InstanceID != "" {
 		copts = append(copts, kgo.InstanceID(opts.InstanceID))
@@ -372,6 +381,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, false) }),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, true) }),
 	)
+	e.copts = copts
 	e.sess, err = kgo.NewGroupTransactSession(copts...)
 	if err != nil {
 		e.adm.Close()
@@ -420,6 +430,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			err := e.shutdown()
 			e.leave = !errors.Is(err, ErrFenced)
+			if errors.Is(err, errSessionReset) {
+				// The final transaction did not commit: its records are
+				// delivered again by the partitions' next owner.
+				e.log.Warn("the final transaction could not commit; its records will be delivered again", "err", err)
+				return nil
+			}
 			return err
 		}
 		fetches := e.poll(ctx)
@@ -460,8 +476,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		if tx != nil {
-			if err := e.commit(tx, transactionTimeout); err != nil {
+			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
 				e.sess.AllowRebalance()
+				if errors.Is(err, errSessionReset) {
+					if err = e.resetSession(err); err == nil {
+						continue
+					}
+				}
 				return err
 			}
 		}

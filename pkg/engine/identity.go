@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -43,6 +44,74 @@ func (e *FencedError) Unwrap() []error { return []error{ErrFenced, e.Err} }
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.FencedInstanceID)
+}
+
+// errSessionReset is wrapped by commit's error when the transactional
+// producer can no longer be used but nothing says another instance took
+// over: Run then rebuilds the session (resetSession).
+var errSessionReset = errors.New("transactional session must be rebuilt")
+
+// fencedOrReset tells a takeover by another live instance (FencedError)
+// from a producer fenced by its own transaction coordinator: Kafka bumps
+// the producer epoch when it aborts a transaction that outlived
+// transaction.timeout.ms — seen in the fault suite when the coordinator's
+// broker was killed mid-transaction — and the producer then meets
+// PRODUCER_FENCED although no other instance exists. A takeover shows in
+// the group: another member holds our instance id.
+func (e *Engine) fencedOrReset(err error) error {
+	if errors.Is(err, kerr.FencedInstanceID) || e.instanceTaken() {
+		return e.fenced(err)
+	}
+	return fmt.Errorf("%w: %w", errSessionReset, err)
+}
+
+// instanceTaken reports whether the group lists another member under our
+// instance id. Without an instance id, or when the group cannot be read,
+// it reports false.
+func (e *Engine) instanceTaken() bool {
+	if e.opts.InstanceID == "" {
+		return false
+	}
+	ours, _ := e.sess.Client().GroupMetadata()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gs, err := e.adm.DescribeGroups(ctx, e.opts.Group)
+	if err != nil {
+		return false
+	}
+	for _, m := range gs[e.opts.Group].Members {
+		if m.InstanceID != nil && *m.InstanceID == e.opts.InstanceID && m.MemberID != ours {
+			return true
+		}
+	}
+	return false
+}
+
+// resetSession replaces the group transact session after errSessionReset:
+// the old one closes (a static member does not leave, so the new one takes
+// its partitions back at once), every partition's state is dropped, and the
+// records after the last commit are delivered again. Two resets within a
+// minute end Run instead: a producer that keeps being fenced has a twin
+// (the same transactional id without static membership to tell).
+func (e *Engine) resetSession(cause error) error {
+	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
+		return e.fenced(cause)
+	}
+	e.lastReset = time.Now()
+	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
+		"err", cause)
+	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	e.sess.Close()
+	e.mu.Lock()
+	e.resetLocked()
+	e.mu.Unlock()
+	sess, err := kgo.NewGroupTransactSession(e.copts...)
+	if err != nil {
+		return fmt.Errorf("engine: rebuilding the group session: %w", err)
+	}
+	e.sess = sess
+	e.cl.Store(sess.Client())
+	return nil
 }
 
 func (e *Engine) fenced(err error) error {

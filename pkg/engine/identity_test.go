@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +188,50 @@ func TestCleanStopOfStaticMemberHandsOver(t *testing.T) {
 	t.Logf("the other instance delivered the stopped one's partitions %v after the stop (session timeout 30s)", took.Round(time.Millisecond))
 	if took > 15*time.Second {
 		t.Errorf("took %v: the stopped static member did not leave the group", took)
+	}
+}
+
+// A transaction that stalls past the transaction timeout (a broker outage)
+// fails to end, and the producer is then stuck ("invalid attempt to begin a
+// transaction while already in a transaction"), or its coordinator aborts it
+// and bumps the epoch (PRODUCER_FENCED with no other instance). The engine
+// rebuilds its session and goes on instead of exiting; the records after
+// the last commit are delivered again and end up committed once.
+func TestStalledTransactionRebuildsTheSession(t *testing.T) {
+	e := newEnv(t, 1)
+	a := newRecorder()
+	o := e.staticOptions(a, "pod-0")
+	o.txnTimeout = time.Second
+	// v0 goes to the DLQ: its transaction writes a record, so the broker
+	// holds it open (an offsets-only one starts at its End) and times it out.
+	a.setAnswer(failing(map[string][]error{"v0": {e422}}))
+	var stalled atomic.Bool
+	o.beforeEnd = func() {
+		if len(a.callsForValue("v0")) > 0 && stalled.CompareAndSwap(false, true) {
+			time.Sleep(4 * time.Second) // past the timeout and the broker's 1s sweep
+		}
+	}
+	r := e.runEngine(o)
+	e.produce(e.values("v", 5, 1)...)
+	eventually(t, "a transaction stalled", stalled.Load)
+	e.produce(e.values("w", 5, 1)...)
+	// Everything is committed in the end: the source's committed offset
+	// reaches its end (10), and v0 is in the DLQ.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		offs, err := e.adm.FetchOffsets(context.Background(), e.group())
+		if o, ok := offs.Lookup(e.plan.Source, 0); err == nil && ok && o.At == 10 {
+			break
+		}
+		if done, err := r.stopped(); done {
+			t.Fatalf("Run stopped after its producer was fenced by its coordinator: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source's committed offset did not reach 10 within 30s of the stall: %v %+v", err, offs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(e.readAll(e.plan.DLQ)); n != 1 {
+		t.Errorf("the DLQ holds %d records, want v0 once", n)
 	}
 }

@@ -707,9 +707,9 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	defer cancel()
 	if err := e.sess.Begin(); err != nil {
 		// Only a transaction still open after a failed End gets here: the
-		// producer is in a state the engine cannot use.
-		return fmt.Errorf("engine: the transactional producer %q cannot begin a new transaction after the last one failed to end (%v): %w",
-			e.opts.TransactionalID, e.lastEndErr, err)
+		// producer is in a state the engine cannot use; a new session can.
+		return fmt.Errorf("%w: the transactional producer %q cannot begin a transaction after the last one failed to end (%v): %w",
+			errSessionReset, e.opts.TransactionalID, e.lastEndErr, err)
 	}
 	var (
 		produceErr error
@@ -801,7 +801,7 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	e.lastEndErr = err
 	if fencedErr := errors.Join(err, perr); isFenced(fencedErr) {
 		e.stats.Aborted.Add(1)
-		return e.fenced(fencedErr)
+		return e.fencedOrReset(fencedErr)
 	}
 	if len(unknown) > 0 {
 		e.warnOnce("unknown-commit", "the transaction listed partitions the engine holds no state for; their committed offsets were kept", "partitions", unknown)
