@@ -114,14 +114,26 @@ func (c *Clients) Ping(ctx context.Context) error {
 	}
 	err := errs[0]
 	if len(errs) > 1 {
-		var parts []string
-		for i, e := range errs {
-			parts = append(parts, c.Brokers[i]+": "+e.Error())
-		}
-		err = fmt.Errorf("%s: %w", strings.Join(parts, "; "), errors.Join(errs...))
+		err = addrErrors{c.Brokers, errs}
 	}
 	return &UnreachableError{Addrs: c.Brokers, Embedded: c.Embedded, Err: err}
 }
+
+// addrErrors are the errors of several addresses, one each.
+type addrErrors struct {
+	addrs []string
+	errs  []error
+}
+
+func (e addrErrors) Error() string {
+	parts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		parts[i] = e.addrs[i] + ": " + err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e addrErrors) Unwrap() []error { return e.errs }
 
 // classify returns a *SecurityError when err says that the broker at addr
 // was reached and refused the connection's TLS or SASL, else nil (the

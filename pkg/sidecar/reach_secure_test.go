@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +97,65 @@ func TestPingSecured(t *testing.T) {
 			}
 			t.Logf("%v: %v", took.Round(time.Millisecond), err)
 		})
+	}
+}
+
+// TestPingTLSToPlaintextListener needs no Kafka: a listener that closes
+// each connection at the TLS hello (as Kafka's plaintext listener does)
+// gives "TLS handshake failed" naming it, at once.
+func TestPingTLSToPlaintextListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 5))
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	k := config.Kafka{Brokers: []string{addr}, ClientID: "kretry", TLS: config.TLS{Enabled: true}}
+	kc, err := sidecar.NewClients(&k, k.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = kc.Ping(context.Background())
+	var se *sidecar.SecurityError
+	if !errors.As(err, &se) || se.What != "TLS handshake failed" || !strings.Contains(err.Error(), "is "+addr+" a TLS listener?") {
+		t.Fatalf("Ping: %T %v, want TLS handshake failed naming %s", err, err, addr)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Ping took %v", took)
+	}
+}
+
+// TestPingNamesEachAddress: with two dead seed brokers the error names
+// both, each with its own error, once.
+func TestPingNamesEachAddress(t *testing.T) {
+	a, b := freePort(t), freePort(t)
+	k := config.Kafka{Brokers: []string{a, b}, ClientID: "kretry"}
+	kc, err := sidecar.NewClients(&k, k.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = kc.Ping(context.Background())
+	var ue *sidecar.UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Ping: %T %v, want an *UnreachableError", err, err)
+	}
+	for _, addr := range []string{a, b} {
+		if n := strings.Count(err.Error(), addr+": unable to dial"); n != 1 {
+			t.Errorf("%q names %s's error %d times, want once", err, addr, n)
+		}
+	}
+	if n := strings.Count(err.Error(), "connection refused"); n != 2 {
+		t.Errorf("%q says connection refused %d times, want twice", err, n)
 	}
 }
