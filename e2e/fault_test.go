@@ -211,11 +211,12 @@ func (f *faultRun) run() faultReport {
 }
 
 // startInstance starts kretry in slot i. Each slot has its own
-// transactional id prefix, so instances never fence each other; a restart
-// in the same slot fences (and aborts) what its killed predecessor left.
+// kafka.instance_id, so instances never fence each other; a restart in the
+// same slot takes its predecessor's partitions back at once (static
+// membership) and aborts what it left open (same transactional id).
 func (f *faultRun) startInstance(i int) {
 	f.starts[i]++
-	env := []string{"KRETRY_KAFKA__TRANSACTIONAL_ID=fault-" + strconv.Itoa(i)}
+	env := []string{"KRETRY_KAFKA__INSTANCE_ID=fault-" + strconv.Itoa(i)}
 	f.insts[i] = startKretryEnv(f.t, fmt.Sprintf("kretry#%d.%d", i, f.starts[i]), env, "run", "-c", f.cfg)
 }
 
@@ -261,8 +262,7 @@ func (f *faultRun) leaderOf(topic string, p int32) int {
 
 // txnCoordinator is the node coordinating slot 0's transactions for orders.
 func (f *faultRun) txnCoordinator() int {
-	host, _ := os.Hostname()
-	id := sidecar.TransactionalID("fault-0", host, "orders-kretry")
+	id := sidecar.TransactionalID("kretry", "fault-0", "orders-kretry")
 	rs := newAdmin(f.t, f.addrs[0]).FindTxnCoordinators(context.Background(), id)
 	if err := rs.Error(); err != nil {
 		f.t.Fatalf("transaction coordinator of %s: %v", id, err)

@@ -131,6 +131,9 @@ type container struct {
 		Name      string `yaml:"name"`
 		Value     string `yaml:"value"`
 		ValueFrom *struct {
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
 			SecretKeyRef *struct {
 				Name     string `yaml:"name"`
 				Key      string `yaml:"key"`
@@ -449,6 +452,18 @@ func TestHelmTemplate(t *testing.T) {
 	}
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(metricsPort) {
 		t.Errorf("pod annotations %v: want prometheus.io/scrape \"true\" and prometheus.io/port %d", ann, metricsPort)
+	}
+
+	// kafka.instance_id is the pod name (static membership; distinct for
+	// hostNetwork pods).
+	instanceID := false
+	for _, e := range kr.Env {
+		if e.Name == "KRETRY_KAFKA__INSTANCE_ID" {
+			instanceID = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+		}
+	}
+	if !instanceID {
+		t.Errorf("the kretry container's env does not set KRETRY_KAFKA__INSTANCE_ID from metadata.name: %+v", kr.Env)
 	}
 
 	// No SASL password variable unless a Secret is named.

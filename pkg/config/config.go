@@ -59,7 +59,10 @@
 //	app.urll: unknown key (from KRETRY_APP__URLL)
 package config
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // Embedded is the broker address list that starts the in-process
 // Kafka-protocol broker (franz-go's kfake) instead of dialing real brokers.
@@ -95,11 +98,19 @@ type Kafka struct {
 	// ClientID is sent to the brokers with every request. Default "kretry".
 	ClientID string `koanf:"client_id"`
 	// TransactionalID prefixes the transactional IDs of kretry's producers;
-	// each instance derives one per topic as <prefix>-<hostname>-<group>:
-	// stable across restarts of one host or pod (a restarted instance
-	// aborts what its predecessor left open) and distinct between hosts (no
-	// fencing). Default "kretry".
+	// each instance derives one per topic as <prefix>-<instance_id>-<group>.
+	// Default "kretry".
 	TransactionalID string `koanf:"transactional_id"`
+	// InstanceID is the identity of one running instance: stable across
+	// its restarts, unique among the live instances of a group. It names
+	// the transactional ids (a restarted instance aborts what its
+	// predecessor left open) and is the consumer's group.instance.id
+	// (KIP-345 static membership: a restarted instance takes its partitions
+	// back at once). Letters, digits, '.', '_' and '-', at most 200
+	// characters. Default: the host name (see InstanceIDOrHost); set it
+	// when two instances of one group share a host (hostNetwork pods, two
+	// units on one VM). The Helm chart sets it to the pod name.
+	InstanceID string `koanf:"instance_id"`
 	// FetchMaxWait bounds how long a fetch waits for data (default 50ms). A
 	// partition resumed after a pause (a tier record coming due, a source
 	// partition after back-pressure) is fetched only once the fetch in
@@ -113,6 +124,45 @@ type Kafka struct {
 	SessionTimeout time.Duration `koanf:"session_timeout"`
 	TLS            TLS           `koanf:"tls"`
 	SASL           SASL          `koanf:"sasl"`
+}
+
+// InstanceIDOrHost is the instance id in effect: InstanceID, or the host
+// name with every character Kafka does not allow in a group.instance.id
+// replaced by '-' ("localhost" when there is none).
+func (k *Kafka) InstanceIDOrHost() string {
+	if k.InstanceID != "" {
+		return k.InstanceID
+	}
+	host, _ := os.Hostname()
+	return SanitizeInstanceID(host)
+}
+
+// SanitizeInstanceID maps s to a valid instance id: characters outside
+// [a-zA-Z0-9._-] become '-', the result is cut to MaxInstanceIDLen, and an
+// empty result is "localhost".
+func SanitizeInstanceID(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !instanceIDChar(c) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > MaxInstanceIDLen {
+		b = b[:MaxInstanceIDLen]
+	}
+	if len(b) == 0 {
+		return "localhost"
+	}
+	return string(b)
+}
+
+// MaxInstanceIDLen bounds kafka.instance_id: Kafka allows 249 characters
+// in a group.instance.id and a transactional id; kretry's transactional
+// ids add the prefix and the group to it.
+const MaxInstanceIDLen = 200
+
+func instanceIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // TLS configures the connection to the brokers.

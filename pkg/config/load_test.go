@@ -376,3 +376,28 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Errorf("error = %v, want one wrapping os.ErrNotExist", err)
 	}
 }
+
+func TestInstanceID(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"pod-0", "pod-0"},
+		{"my host.example.com", "my-host.example.com"},
+		{"", "localhost"},
+		{"a/b:c", "a-b-c"},
+	} {
+		if got := config.SanitizeInstanceID(tc.host); got != tc.want {
+			t.Errorf("config.SanitizeInstanceID(%q) = %q, want %q", tc.host, got, tc.want)
+		}
+	}
+	cfg, err := config.Parse([]byte("app: {url: http://127.0.0.1:8080/kafka}\ntopics: [{name: orders}]\n"), []string{"KRETRY_KAFKA__INSTANCE_ID=pod-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Kafka.InstanceIDOrHost(); got != "pod-7" {
+		t.Errorf("with KRETRY_KAFKA__INSTANCE_ID=pod-7: %q", got)
+	}
+	host, _ := os.Hostname()
+	cfg.Kafka.InstanceID = ""
+	if got := cfg.Kafka.InstanceIDOrHost(); got != config.SanitizeInstanceID(host) {
+		t.Errorf("default %q, want the host name %q", got, host)
+	}
+}

@@ -44,6 +44,8 @@ const (
 //     addresses with a non-empty host and a numeric port in 1..65535
 //     ("embedded" cannot be mixed with addresses).
 //   - kafka.transactional_id: not empty (every move is transactional).
+//   - kafka.instance_id: empty (the host name) or letters, digits, '.',
+//     '_' and '-', at most 200 characters.
 //   - kafka.fetch_max_wait: at least 10ms (franz-go's minimum).
 //   - kafka.session_timeout: at least 1s.
 //   - kafka.sasl.mechanism: "", "plain", "scram-sha-256" or
@@ -181,6 +183,17 @@ func (v *validator) kafka(k *Kafka) {
 	}
 	if k.TransactionalID == "" {
 		v.add("kafka.transactional_id", "required: every move is a Kafka transaction")
+	}
+	if id := k.InstanceID; id != "" {
+		for i := 0; i < len(id); i++ {
+			if !instanceIDChar(id[i]) {
+				v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, id[i:i+1])
+				break
+			}
+		}
+		if len(id) > MaxInstanceIDLen {
+			v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), MaxInstanceIDLen)
+		}
 	}
 	if k.SessionTimeout < time.Second {
 		v.add("kafka.session_timeout", "%q must be at least 1s", fmtDuration(k.SessionTimeout))

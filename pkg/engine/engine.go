@@ -113,6 +113,16 @@ type Options struct {
 	// aborts the transaction its predecessor left open. Default
 	// "kretry-<hostname>-<group>".
 	TransactionalID string
+	// InstanceID, when set, is the consumer's group.instance.id (KIP-345
+	// static membership): an instance restarted under the same id gets its
+	// partitions back at once, without waiting for the session timeout or
+	// a rebalance. It must be unique among the live members of the group
+	// and stable across restarts; a second live member with the same id
+	// fences the first, whose Run then returns a *FencedError. On a clean
+	// stop the engine leaves the group explicitly (a static member does not
+	// leave when its client closes), so its partitions move at once. Empty
+	// means dynamic membership.
+	InstanceID string
 	// Deliverer hands records to the application.
 	Deliverer delivery.Deliverer
 	// Statuses classify HTTP statuses; default delivery.DefaultStatuses.
@@ -179,6 +189,8 @@ type Engine struct {
 
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
+	// admCl is adm's client, for requests kadm has no builder for.
+	admCl *kgo.Client
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -195,6 +207,10 @@ type Engine struct {
 	retrying   int
 	stopping   bool
 	lastCommit time.Time
+	// lastEndErr is the error of the last End (nil when it ended well).
+	lastEndErr error
+	// leave: Run stopped cleanly, so a static member leaves the group.
+	leave bool
 	// settled counts entries settled since the last transaction; a commit
 	// is due early when it reaches MaxPending/2.
 	settled int
@@ -301,6 +317,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
 	}
+	e.admCl = admCl
 	e.adm = kadm.NewClient(admCl)
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -342,6 +359,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		// transactional ID aborts it (franz-go's default is 40s).
 		kgo.TransactionTimeout(transactionTimeout),
 	)
+	if opts.InstanceID != "" {
+		copts = append(copts, kgo.InstanceID(opts.InstanceID))
+	}
 	copts = append(copts, opts.GroupOpts...)
 	copts = append(copts,
 		// Range gives partition p of every subscribed topic with the same
@@ -398,7 +418,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.lastCommit = time.Now()
 	for {
 		if ctx.Err() != nil {
-			return e.shutdown()
+			err := e.shutdown()
+			e.leave = !errors.Is(err, ErrFenced)
+			return err
 		}
 		fetches := e.poll(ctx)
 		if fetches.IsClientClosed() {
@@ -412,12 +434,21 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.sess.AllowRebalance()
 			continue
 		}
+		var fenced error
 		fetches.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
+			if isFenced(err) {
+				fenced = err
+				return
+			}
 			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 		})
+		if fenced != nil {
+			e.sess.AllowRebalance()
+			return e.fenced(fenced)
+		}
 
 		e.mu.Lock()
 		e.ingest(fetches.Records())
@@ -510,8 +541,12 @@ func (e *Engine) shutdown() error {
 }
 
 func (e *Engine) close() {
-	// Close leaves the group; no transaction is open here.
+	memberID, _ := e.sess.Client().GroupMetadata()
+	// Close leaves the group (a dynamic member); no transaction is open here.
 	e.sess.Close()
+	if e.leave {
+		e.leaveStatic(memberID)
+	}
 	e.adm.Close()
 	e.log.Info("stopped")
 }

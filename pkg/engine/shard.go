@@ -706,7 +706,10 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := e.sess.Begin(); err != nil {
-		return fmt.Errorf("engine: begin transaction: %w", err)
+		// Only a transaction still open after a failed End gets here: the
+		// producer is in a state the engine cannot use.
+		return fmt.Errorf("engine: the transactional producer %q cannot begin a new transaction after the last one failed to end (%v): %w",
+			e.opts.TransactionalID, e.lastEndErr, err)
 	}
 	var (
 		produceErr error
@@ -795,6 +798,11 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 		return nil
 	})
 	committed, err := e.sess.End(fctx, try)
+	e.lastEndErr = err
+	if fencedErr := errors.Join(err, perr); isFenced(fencedErr) {
+		e.stats.Aborted.Add(1)
+		return e.fenced(fencedErr)
+	}
 	if len(unknown) > 0 {
 		e.warnOnce("unknown-commit", "the transaction listed partitions the engine holds no state for; their committed offsets were kept", "partitions", unknown)
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,17 +124,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
 	}
 
-	host, _ := os.Hostname()
+	instance := cfg.Kafka.InstanceIDOrHost()
 	for _, t := range cfg.Topics {
 		plan := PlanFor(&t)
 		statuses := delivery.Statuses{Permanent: t.Classify.Permanent, Transient: t.Classify.Transient}
 		e, err := engine.New(ctx, engine.Options{
 			Brokers:         s.Brokers,
 			ClientOpts:      clientOpts,
-			GroupOpts:       []kgo.Opt{kgo.SessionTimeout(cfg.Kafka.SessionTimeout)},
+			GroupOpts:       groupOpts(&cfg.Kafka),
 			Plan:            plan,
 			Group:           t.Group,
-			TransactionalID: TransactionalID(cfg.Kafka.TransactionalID, host, t.Group),
+			TransactionalID: TransactionalID(cfg.Kafka.TransactionalID, instance, t.Group),
+			InstanceID:      instance,
 			Deliverer:       d,
 			Statuses:        &statuses,
 			MaxInFlight:     cfg.App.MaxInFlight,
@@ -236,13 +236,18 @@ func PlanFor(t *config.Topic) retrytopics.Plan {
 	return p
 }
 
-// TransactionalID is <prefix>-<host>-<group>: stable across restarts of one
-// instance (so a restarted instance aborts what its predecessor left open)
-// and distinct between instances on different hosts or pods (so they do
-// not fence each other).
-func TransactionalID(prefix, host, group string) string {
-	if host == "" {
-		host = "localhost"
-	}
-	return prefix + "-" + host + "-" + group
+// TransactionalID is <prefix>-<instance>-<group> (kafka.transactional_id,
+// kafka.instance_id): stable across restarts of one instance (so a
+// restarted instance aborts what its predecessor left open) and distinct
+// between live instances (so they do not fence each other).
+func TransactionalID(prefix, instance, group string) string {
+	return prefix + "-" + instance + "-" + group
+}
+
+// groupOpts are the consumer-group settings of every engine: the session
+// timeout, and a heartbeat every second (at most a third of the session
+// timeout, Kafka's guidance) instead of franz-go's 3s, so that the others
+// learn of a leaving instance's rebalance within a second.
+func groupOpts(k *config.Kafka) []kgo.Opt {
+	return []kgo.Opt{kgo.SessionTimeout(k.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, k.SessionTimeout/3))}
 }
