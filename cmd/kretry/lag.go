@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kretry/kretry/lag"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/sidecar"
@@ -42,22 +40,21 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	opts, err := sidecar.ClientOpts(&cfg.Kafka, log)
+	kc, err := sidecar.CommandClients(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitUsage
 	}
-	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...))...)
+	if err := kc.Ping(ctx); err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitFail
+	}
+	cl, err := kc.New()
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
-	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
-		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
-		return exitFail
-	}
 	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)

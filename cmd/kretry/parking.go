@@ -62,31 +62,30 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", *topic)
 		return exitUsage
 	}
-	brokers, embedded := sidecar.SeedBrokers(&cfg.Kafka, &cfg.Embedded)
 	// The client's own logs only at error: an unreachable broker is
 	// reported once, below.
-	opts, err := sidecar.ClientOpts(&cfg.Kafka, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
+	kc, err := sidecar.CommandClients(cfg, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err := kc.Ping(ctx); err != nil {
+		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+		return exitFail
+	}
+	cl, err := kc.New(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
 	defer cl.Close()
-	if err := sidecar.Ping(ctx, cl, brokers, embedded); err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-		return exitFail
-	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	parts := []int32{int32(*partition)}
 	if *partition < 0 {
 		// Producers do not agree on the key hash (Java and franz-go use
 		// murmur2, librdkafka crc32), so find the key where it is parked.
-		parts, err = findParked(cctx, cl, t, []byte(*key))
+		parts, err = findParked(cctx, kc, cl, t, []byte(*key))
 		if err != nil {
 			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 			return exitFail
@@ -109,8 +108,10 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // findParked returns the parking partitions holding records or ops of key
-// past the group's committed offsets.
-func findParked(ctx context.Context, cl *kgo.Client, t *config.Topic, key []byte) ([]int32, error) {
+// past the group's committed offsets. cl is the command's client; the
+// reader of the parking topic is a second client from kc (same TLS, SASL
+// and seed brokers), as it consumes.
+func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) ([]int32, error) {
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(ctx, t.Group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
@@ -133,8 +134,7 @@ func findParked(ctx context.Context, cl *kgo.Client, t *config.Topic, key []byte
 	if len(start) == 0 {
 		return nil, nil
 	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.Parking.Topic: start}),
+	rd, err := kc.New(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.Parking.Topic: start}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err

@@ -37,6 +37,8 @@ type Config struct {
 	// StartTimeout bounds the wait for every node to serve metadata
 	// (default 90s).
 	StartTimeout time.Duration
+	// Security, when set, adds TLS and SASL listeners (see [Security]).
+	Security *Security
 }
 
 // DefaultJVMOpts start a node quickly and small.
@@ -72,12 +74,16 @@ type Cluster struct {
 	dir   string
 	id    string // cluster id, shared by the nodes' storage
 	nodes []*node
+	tls   TLSFiles // with cfg.Security
 }
 
 type node struct {
 	id          int // node.id, 1-based
 	port, cport int // client and controller listener ports
-	dir         string
+	// saslPort and sslPort are the SASL_SSL and SSL listener ports, 0
+	// without them (Config.Security).
+	saslPort, sslPort int
+	dir               string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -108,14 +114,27 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
 	c := &Cluster{cfg: cfg, jars: filepath.Join(jars, "lib"), dir: dir, id: newClusterID()}
-	ports, err := freePorts(2 * cfg.Nodes)
+	per := 2 + cfg.Security.ports()
+	ports, err := freePorts(per * cfg.Nodes)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	for i := range cfg.Nodes {
-		c.nodes = append(c.nodes, &node{id: i + 1, port: ports[2*i], cport: ports[2*i+1],
-			dir: filepath.Join(dir, "node"+strconv.Itoa(i+1))})
+		n := &node{id: i + 1, port: ports[per*i], cport: ports[per*i+1],
+			dir: filepath.Join(dir, "node"+strconv.Itoa(i+1))}
+		next := per*i + 2
+		if s := cfg.Security; s != nil && s.SASLSSL {
+			n.saslPort, next = ports[next], next+1
+		}
+		if s := cfg.Security; s != nil && s.SSL {
+			n.sslPort = ports[next]
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if err := c.setUpSecurity(); err != nil {
+		c.Stop()
+		return nil, err
 	}
 	if err := c.format(ctx); err != nil {
 		c.Stop()
@@ -132,6 +151,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.warmCoordinators(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.createUsers(ctx); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -167,7 +190,9 @@ func (c *Cluster) warmCoordinators(ctx context.Context) error {
 	}
 }
 
-// Addrs are the bootstrap addresses (host:port) of every node.
+// Addrs are the bootstrap addresses (host:port) of every node's PLAINTEXT
+// listener (see [Cluster.SASLSSLAddrs] and [Cluster.SSLAddrs] for the
+// secured ones).
 func (c *Cluster) Addrs() []string {
 	var out []string
 	for _, n := range c.nodes {
@@ -307,6 +332,7 @@ func (c *Cluster) props(n *node) map[string]string {
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"log.dirs":                       filepath.Join(n.dir, "data"),
 	})
+	c.securityProps(n, p)
 	maps.Copy(p, c.cfg.Props)
 	return p
 }

@@ -16,6 +16,13 @@
 // with a parent-death signal, so a test binary that crashes leaves no broker
 // behind.
 //
+// [Config.Security] adds secured client listeners beside the PLAINTEXT one
+// (which the nodes use among themselves): SASL_SSL with SCRAM-SHA-512
+// users created through the admin API, and SSL with client certificates
+// required. The CA, the brokers' certificate and a client certificate are
+// made in Go (crypto/x509, ECDSA P-256) for each cluster and written as PEM
+// files ([Cluster.TLS]), which Kafka reads as PEM key and trust stores.
+//
 // [Kinds] reads KRETRY_TEST_BROKER (embedded | kafka | both, default both)
 // and [RunMain] runs a package's tests once per kind, so every correctness
 // test runs on kfake and on Kafka from one `go test`.

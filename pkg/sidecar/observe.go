@@ -28,7 +28,7 @@ type observability struct {
 
 // newObservability builds the telemetry and, unless lag.interval is 0, the
 // lag monitor with a client of its own (no consumer group).
-func newObservability(cfg *config.Config, brokers []string, clientOpts []kgo.Opt, log *slog.Logger) (*observability, error) {
+func newObservability(cfg *config.Config, kc *Clients, log *slog.Logger) (*observability, error) {
 	o := &observability{log: log}
 	if cfg.Metrics.Listen == "" {
 		return o, nil
@@ -42,7 +42,7 @@ func newObservability(cfg *config.Config, brokers []string, clientOpts []kgo.Opt
 	if cfg.Lag.Interval <= 0 {
 		return o, nil
 	}
-	cl, err := kgo.NewClient(append(clientOpts[:len(clientOpts):len(clientOpts)], kgo.SeedBrokers(brokers...))...)
+	cl, err := kc.New()
 	if err != nil {
 		o.close()
 		return nil, err

@@ -2,10 +2,17 @@ package sidecar
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/config"
@@ -20,7 +27,8 @@ type UnreachableError struct {
 	// does not run the broker itself (kretry lag, kretry parking release)
 	// dialed embedded.listen.
 	Embedded bool
-	// Err is the last error of the attempt.
+	// Err is the error of the attempt (with several addresses, each
+	// address's, prefixed with it).
 	Err error
 }
 
@@ -37,20 +45,171 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// SecurityError is returned at start when a broker was reached but the
+// connection's TLS or SASL failed: it names what failed, the broker's
+// address and the config keys to check. It never holds the SASL
+// password.
+type SecurityError struct {
+	// What failed, e.g. "SASL authentication failed",
+	// "TLS: certificate signed by unknown authority",
+	// "TLS handshake failed".
+	What string
+	// Addr is the broker's host:port; Key the config key it comes from
+	// (kafka.brokers, or embedded.listen).
+	Addr, Key string
+	// Hint says what to check.
+	Hint string
+	// Err is the client's error.
+	Err error
+}
+
+func (e *SecurityError) Error() string {
+	return fmt.Sprintf("%s: broker %s (%s): %s (%v)", e.What, e.Addr, e.Key, e.Hint, e.Err)
+}
+
+func (e *SecurityError) Unwrap() error { return e.Err }
+
 // PingTimeout bounds Ping.
 const PingTimeout = 15 * time.Second
 
-// Ping checks that one of the brokers answers a request (kgo.Client.Ping
-// tries each seed broker once), at most PingTimeout. On failure it returns
-// an *UnreachableError; embedded says the addresses are embedded.listen
-// standing in for kafka.brokers [embedded].
-func Ping(ctx context.Context, cl *kgo.Client, addrs []string, embedded bool) error {
+// Ping checks, before anything else starts, that a broker answers and
+// accepts the TLS and SASL settings: each seed broker is asked for
+// metadata once, all at once, by a client of its own, at most PingTimeout
+// in all. It returns nil as soon as one answers. Otherwise it returns a
+// *SecurityError when a broker was reached but TLS or SASL failed (the
+// first such broker in kafka.brokers order), else an *UnreachableError.
+func (c *Clients) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
 	defer cancel()
-	if err := cl.Ping(ctx); err != nil {
-		return &UnreachableError{Addrs: addrs, Embedded: embedded, Err: err}
+	errs := make([]error, len(c.Brokers))
+	var wg sync.WaitGroup
+	var once sync.Once
+	ok := false
+	for i, addr := range c.Brokers {
+		wg.Go(func() {
+			cl, err := kgo.NewClient(append(c.Opts(), kgo.SeedBrokers(addr))...)
+			if err == nil {
+				err = cl.Ping(ctx)
+				cl.Close()
+			}
+			if err == nil {
+				once.Do(func() { ok = true; cancel() })
+				return
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if ok {
+		return nil
+	}
+	key := "kafka.brokers"
+	if c.Embedded {
+		key = "embedded.listen"
+	}
+	for i, err := range errs {
+		if se := c.sec.classify(c.Brokers[i], key, err); se != nil {
+			return se
+		}
+	}
+	err := errs[0]
+	if len(errs) > 1 {
+		err = addrErrors{c.Brokers, errs}
+	}
+	return &UnreachableError{Addrs: c.Brokers, Embedded: c.Embedded, Err: err}
+}
+
+// addrErrors are the errors of several addresses, one each.
+type addrErrors struct {
+	addrs []string
+	errs  []error
+}
+
+func (e addrErrors) Error() string {
+	parts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		parts[i] = e.addrs[i] + ": " + err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e addrErrors) Unwrap() []error { return e.errs }
+
+// classify returns a *SecurityError when err says that the broker at addr
+// was reached and refused the connection's TLS or SASL, else nil (the
+// broker did not answer: an *UnreachableError).
+func (s security) classify(addr, key string, err error) *SecurityError {
+	se := func(what, hint string, args ...any) *SecurityError {
+		return &SecurityError{What: what, Addr: addr, Key: key, Hint: fmt.Sprintf(hint, args...), Err: err}
+	}
+	var (
+		hs         *HandshakeError
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		recordHdr  tls.RecordHeaderError
+		firstEOF   *kgo.ErrFirstReadEOF
+		remoteTLS  = strings.Contains(err.Error(), "remote error: tls: ")
+		clientCert = remoteTLS && containsAny(err.Error(), "bad certificate", "certificate required",
+			"unknown certificate authority", "certificate unknown", "unsupported certificate", "access denied")
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		if s.caFile == "" {
+			return se("TLS: certificate signed by unknown authority",
+				"check kafka.tls.ca_file: it is unset, so only the system's CAs are trusted; set it to the PEM file of the CA that signed the brokers' certificates")
+		}
+		return se("TLS: certificate signed by unknown authority",
+			"check kafka.tls.ca_file: the broker's certificate does not chain to a CA in %q", s.caFile)
+	case errors.As(err, &hostname):
+		return se("TLS: the broker's certificate does not name the address dialed",
+			"use in %s a host name or IP address that the broker's certificate lists (its subject alternative names)", key)
+	case errors.As(err, &invalid):
+		return se("TLS: the broker's certificate is not valid",
+			"check the broker's certificate (validity dates, key usage) and kafka.tls.ca_file")
+	case clientCert && s.certFile == "":
+		return se("TLS: the broker requires a client certificate",
+			"the listener at %s authenticates clients by certificate (ssl.client.auth=required): set kafka.tls.cert_file and kafka.tls.key_file", addr)
+	case clientCert:
+		return se("TLS: the broker refused the client certificate",
+			"check kafka.tls.cert_file (%q) and kafka.tls.key_file: the broker must trust the CA that signed the certificate", s.certFile)
+	case errors.As(err, &hs) && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &recordHdr)):
+		return se("TLS handshake failed",
+			"is %s a TLS listener? kafka.tls.enabled is true, but the broker ended the handshake at the first message, as a plaintext listener does", addr)
+	case errors.As(err, &hs) && errors.Is(err, context.DeadlineExceeded):
+		return se("TLS handshake failed",
+			"the broker did not complete the handshake within %v: is %s a TLS listener?", DialTimeout, addr)
+	case errors.As(err, &hs) || remoteTLS:
+		return se("TLS handshake failed", "check kafka.tls (enabled, ca_file, cert_file, key_file) against the listener at %s", addr)
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return se("SASL authentication failed",
+			"check kafka.sasl.username (%q) and kafka.sasl.password (KRETRY_KAFKA__SASL__PASSWORD) for mechanism %s", s.user, s.mechanism)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return se("SASL: mechanism not enabled on the broker",
+			"kafka.sasl.mechanism is %s: use a mechanism the listener at %s enables (its sasl.enabled.mechanisms)", s.mechanism, addr)
+	case errors.Is(err, kerr.IllegalSaslState) && s.mechanism != "":
+		return se("SASL: the listener does not use SASL",
+			"is %s a SASL listener? kafka.sasl.mechanism is %s, but the broker refused the SASL handshake: use the SASL listener's port in %s, or unset kafka.sasl.mechanism", addr, s.mechanism, key)
+	case !s.tls && containsAny(err.Error(), "tls endpoint", "tls alert record"):
+		return se("the broker expects TLS",
+			"%s is a TLS listener: set kafka.tls.enabled: true (and kafka.tls.ca_file)", addr)
+	case errors.As(err, &firstEOF) && s.mechanism == "":
+		return se("the broker closed the connection after the first request",
+			"the listener at %s may require SASL: set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password", addr)
+	case errors.As(err, &firstEOF):
+		return se("the broker closed the connection after the first request",
+			"check that kafka.tls and kafka.sasl match the listener at %s", addr)
 	}
 	return nil
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // SeedBrokers returns the addresses a command that does not run the

@@ -6,23 +6,16 @@ package sidecar
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/kretry/kretry/pkg/broker"
 	"github.com/kretry/kretry/pkg/config"
@@ -59,7 +52,8 @@ type Sidecar struct {
 // and delivered again later), the last batch commits, the group is left and
 // the embedded broker, if any, is flushed and closed. cfg must be validated.
 // It returns startup errors (an *UnreachableError when no broker answers,
-// a topic partition mismatch, an address in use) and fatal engine errors.
+// a *SecurityError when TLS or SASL fails, a topic partition mismatch, an
+// address in use) and fatal engine errors.
 func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	log := o.Logger
 	if log == nil {
@@ -83,13 +77,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		log.Info("embedded broker started", "addr", s.Brokers[0], "data_dir", cfg.Embedded.DataDir)
 	}
 
-	clientOpts, err := ClientOpts(&cfg.Kafka, log)
+	kc, err := NewClients(&cfg.Kafka, s.Brokers, log)
 	if err != nil {
 		return err
 	}
-	if err := ping(ctx, clientOpts, s.Brokers); err != nil {
+	if err := kc.Ping(ctx); err != nil {
 		return err
 	}
+	clientOpts := kc.Opts() // the engines add their own options
+
 	d := o.Deliverer
 	if d == nil {
 		h, err := delivery.NewHTTP(delivery.HTTPConfig{
@@ -106,7 +102,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	}
 
 	// Metrics: /metrics, the engines' Observer, the lag monitor (observe.go).
-	obs, err := newObservability(cfg, s.Brokers, clientOpts, log)
+	obs, err := newObservability(cfg, kc, log)
 	if err != nil {
 		return err
 	}
@@ -228,17 +224,6 @@ func (s *Sidecar) healthHandler() http.Handler {
 	return mux
 }
 
-// ping checks that a broker answers before anything else is started, so
-// that the error names kafka.brokers instead of a topic check's request.
-func ping(ctx context.Context, clientOpts []kgo.Opt, brokers []string) error {
-	cl, err := kgo.NewClient(append(clientOpts[:len(clientOpts):len(clientOpts)], kgo.SeedBrokers(brokers...))...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return Ping(ctx, cl, brokers, false)
-}
-
 // PlanFor returns the retry plan of a defaulted topic config.
 func PlanFor(t *config.Topic) retrytopics.Plan {
 	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic}
@@ -265,75 +250,4 @@ func TransactionalID(prefix, instance, group string) string {
 // learn of a leaving instance's rebalance within a second.
 func groupOpts(k *config.Kafka) []kgo.Opt {
 	return []kgo.Opt{kgo.SessionTimeout(k.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, k.SessionTimeout/3))}
-}
-
-// ClientOpts turns the kafka section into franz-go options: client ID,
-// TLS, SASL and the client's own logs through slog (kslog) at warn level.
-func ClientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{
-		kgo.ClientID(k.ClientID),
-		kgo.WithLogger(kslog.New(slog.New(minLevel{log.Handler(), kafkaLogLevel(log)}).With("component", "kafka-client"))),
-	}
-	if k.TLS.Enabled {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify} //nolint:gosec // opt-in by config
-		if k.TLS.CAFile != "" {
-			pem, err := os.ReadFile(k.TLS.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("kafka.tls.ca_file: %q holds no PEM certificate", k.TLS.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if k.TLS.CertFile != "" || k.TLS.KeyFile != "" {
-			cert, err := tls.LoadX509KeyPair(k.TLS.CertFile, k.TLS.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	switch strings.ToLower(k.SASL.Mechanism) {
-	case "":
-	case "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: k.SASL.Username, Pass: k.SASL.Password}.AsMechanism()))
-	case "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}.AsSha256Mechanism()))
-	case "scram-sha-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.Username, Pass: k.SASL.Password}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("kafka.sasl.mechanism: %q is not supported", k.SASL.Mechanism)
-	}
-	return opts, nil
-}
-
-// kafkaLogLevel is the least level of franz-go's own logs: warn, or info
-// when kretry logs at debug. franz-go logs every transaction at info, which
-// would be a line per batch at kretry's default level.
-func kafkaLogLevel(log *slog.Logger) slog.Level {
-	if log.Enabled(context.Background(), slog.LevelDebug) {
-		return slog.LevelInfo
-	}
-	return slog.LevelWarn
-}
-
-// minLevel drops records below min.
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(as), h.min}
-}
-
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
 }
