@@ -11,13 +11,17 @@ GO ?= go
 # Apache Kafka (KRETRY_TEST_BROKER=embedded|kafka|both, default both; see
 # internal/kafkatest). Tests that need kcat, prometheus/promtool, helm, or
 # java and mvn skip with a message where they are absent (.ci/run installs
-# them, and under CI=true a missing java or mvn is a failure).
+# them, and under CI=true a missing java or mvn is a failure). Last, the
+# testcontainers module (e2e/containers, its own go.mod): the crash-and-
+# restart scenario on a testcontainers Kafka where a Docker engine answers,
+# a skip where none does.
 test:
 	$(GO) mod tidy -diff
 	cd e2e/bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+	cd e2e/containers && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The long fault suite: 100,000 records on a three-node Kafka cluster with
 # ten kretry kills, broker kills and a rolling restart (about 15 minutes);
