@@ -1071,12 +1071,18 @@ func TestBreakRecordTooLargeToParkIsHeld(t *testing.T) {
 	}
 	eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
 	eventually(t, "J0 acknowledged", func() bool { return !e.app.firstAck("J0").IsZero() })
+	// The bug aborts every transaction (ten a second). One incidental abort
+	// is allowed: on Kafka a transaction begun right after another can meet
+	// CONCURRENT_TRANSACTIONS while the markers of the last are written,
+	// and franz-go aborts it; seen under load.
+	before := eng.Stats().Aborted.Load()
 	time.Sleep(time.Second)
-	if n := len(e.app.callsForValue("J0")); n != 1 {
-		t.Errorf("J0 delivered %d times, want 1", n)
+	aborted := eng.Stats().Aborted.Load()
+	if aborted > before || aborted > 1 {
+		t.Errorf("%d transactions aborted (%d in the last second): the park of a record too large for the parking topic aborts every transaction", aborted, aborted-before)
 	}
-	if n := eng.Stats().Aborted.Load(); n != 0 {
-		t.Errorf("%d transactions aborted, want 0: the park of a record too large for the parking topic aborts every transaction", n)
+	if n := len(e.app.callsForValue("J0")); int64(n) > 1+aborted {
+		t.Errorf("J0 delivered %d times, want 1 (plus one per aborted transaction, %d)", n, aborted)
 	}
 	t.Logf("big record: %d deliveries; stuck %d", len(e.app.callsFor(id(e.plan.Source, 0, 1))), eng.Stats().Stuck.Load())
 }
