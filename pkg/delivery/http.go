@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // HTTP header names of the wire contract with the application (DESIGN.md,
@@ -75,6 +77,10 @@ const (
 	// folds the field lines into one comma-separated line (RFC 9110 §5.3).
 	// DecodeKafkaHeaders reverses it.
 	HeaderKafkaHeader = "kretry-kafka-header"
+	// HeaderTraceParent and HeaderTraceState (trace.go) carry W3C trace
+	// context: the delivery span's with tracing on, else the record's own
+	// traceparent and tracestate headers, unchanged.
+
 	// HeaderRetryAfter in a non-2xx answer sets a lower bound on the next
 	// delay (RFC 9110 §10.2.3); see StatusError.RetryAfter.
 	HeaderRetryAfter = "retry-after"
@@ -224,6 +230,11 @@ func (h *HTTP) Close() { h.transport.CloseIdleConnections() }
 // or to receive returns the *url.Error of net/http, which wraps the cause:
 // context.DeadlineExceeded on timeout, syscall.ECONNREFUSED when the
 // application is down, and so on. Classify routes all of them.
+//
+// The request carries W3C trace context (traceparent, tracestate): the
+// span in ctx when there is one, which also gets the answer's status as
+// http.response.status_code; otherwise the record's own traceparent and
+// tracestate headers, passed on unchanged.
 func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
@@ -232,11 +243,15 @@ func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 		return fmt.Errorf("delivery: record %s: %w", m.ID, err)
 	}
 	writeHeaders(req.Header, m, h.ceType)
+	writeTraceContext(ctx, req.Header, m)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 		return nil
