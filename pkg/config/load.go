@@ -518,6 +518,10 @@ func (e envPaths) findExact(dotted string) string {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
+// rootName is what mapstructure calls the top level of the config in an
+// error since v2.5.0: "config.Config".
+var rootName = reflect.TypeOf(Config{}).String()
+
 // valueError is a decode hook failure; decodeErrors adds the path.
 type valueError struct {
 	value string
@@ -627,6 +631,11 @@ func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 				return
 			}
 			name := e.Name()
+			if name == rootName {
+				// mapstructure v2.5.0 names the root by its type in
+				// "has invalid keys" (v2.4.0 left it empty).
+				name = ""
+			}
 			var (
 				ve *valueError
 				pe *mapstructure.ParseError
