@@ -184,7 +184,7 @@ func (e *loggingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Read
 	e.failed++
 	e.dropped += len(spans)
 	if now := time.Now(); now.Sub(e.last) >= time.Minute {
-		e.log.Warn("tracing: spans could not be exported; they are dropped (deliveries go on)",
+		e.log.Warn("spans could not be exported; they are dropped (deliveries go on)",
 			"endpoint", e.endpoint, "failed_exports", e.failed, "dropped_spans", e.dropped, "err", err)
 		e.last, e.failed, e.dropped = now, 0, 0
 	}
