@@ -442,3 +442,24 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// BenchmarkTraceDeliveries measures what a traced attempt adds to a
+// delivery: extracting the producer's context, one sampled span with its
+// attributes, handed to a batch processor.
+func BenchmarkTraceDeliveries(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer tp.Shutdown(context.Background())
+	h := delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })
+	for _, bc := range []struct {
+		name string
+		d    delivery.Deliverer
+	}{{"untraced", h}, {"traced", telemetry.TraceDeliveries(h, tp, "orders-kretry", delivery.DefaultStatuses)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			m := message(1, traceHeaders()...)
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bc.d.Deliver(b.Context(), m)
+			}
+		})
+	}
+}
