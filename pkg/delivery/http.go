@@ -25,7 +25,8 @@ import (
 // HTTP binary mode (CloudEvents HTTP protocol binding §3.1): the body is the
 // record value, byte for byte, and the attributes travel as ce-* headers.
 // HTTP header names are case-insensitive; Go canonicalises them on the wire
-// (Ce-Id), so read them with http.Header.Get / Values.
+// (Ce-Id), so read them with http.Header.Get / Values. The W3C trace
+// context headers, HeaderTraceParent and HeaderTraceState, are in trace.go.
 const (
 	// HeaderCESpecVersion is always CESpecVersion ("1.0").
 	HeaderCESpecVersion = "ce-specversion"
@@ -77,10 +78,6 @@ const (
 	// folds the field lines into one comma-separated line (RFC 9110 §5.3).
 	// DecodeKafkaHeaders reverses it.
 	HeaderKafkaHeader = "kretry-kafka-header"
-	// HeaderTraceParent and HeaderTraceState (trace.go) carry W3C trace
-	// context: the delivery span's with tracing on, else the record's own
-	// traceparent and tracestate headers, unchanged.
-
 	// HeaderRetryAfter in a non-2xx answer sets a lower bound on the next
 	// delay (RFC 9110 §10.2.3); see StatusError.RetryAfter.
 	HeaderRetryAfter = "retry-after"

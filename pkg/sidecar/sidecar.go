@@ -1,8 +1,8 @@
 // Package sidecar assembles a whole kretry process from a config.Config: the
 // embedded broker when kafka.brokers is [embedded], one engine per
 // configured topic delivering over HTTP (each attempt a span when tracing is
-// on), and the health endpoint. `kretry
-// run` is sidecar.Run; tests and `kretry demo` start it the same way.
+// on), and the health endpoint. `kretry run` is sidecar.Run; tests and
+// `kretry demo` start it the same way.
 package sidecar
 
 import (
