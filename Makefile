@@ -12,12 +12,18 @@ GO ?= go
 # internal/kafkatest). Tests that need kcat, prometheus/promtool, helm, or
 # java and mvn skip with a message where they are absent (.ci/run installs
 # them, and under CI=true a missing java or mvn is a failure).
+# go test -json goes through internal/testsummary: the same run, printed as
+# plain go test prints it (ok/FAIL lines, failures' output), then one line
+# per distinct skip reason with counts and a closing "tests: N passed, N
+# failed, N skipped". bash for pipefail (make's /bin/sh is dash): go
+# test's own exit status still decides, and the summarizer fails too on any
+# failure, build failure or crash it sees.
 test:
 	$(GO) mod tidy -diff
 	cd e2e/bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 25m ./...
+	bash -o pipefail -c '$(GO) test -json -race -count=1 -timeout 25m ./... 2>&1 | $(GO) run ./internal/testsummary'
 
 # The long fault suite: 100,000 records on a three-node Kafka cluster with
 # ten kretry kills, broker kills and a rolling restart (about 15 minutes);
