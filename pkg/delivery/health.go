@@ -242,7 +242,7 @@ func (h *Health) change(s HealthState, latest outcome) {
 	var msg string
 	switch s {
 	case HealthRefusing:
-		msg = "app dependency refusing: the latest deliveries got no answer; records go to the retry tiers"
+		msg = "app dependency refusing: the latest deliveries got no answer"
 		attrs = append(attrs, "in_a_row", h.noReply, "seen", latest.kind, "example", latest.example)
 	case HealthFailing:
 		msg = "app dependency mostly failing: most recent deliveries were answered with a failure"
