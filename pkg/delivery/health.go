@@ -21,12 +21,17 @@ const (
 	// (or too few deliveries were seen to say otherwise).
 	HealthReachable HealthState = 0
 	// HealthFailing: the application answers, but at least
-	// DefaultFailingRatio of the last DefaultHealthWindow deliveries failed
-	// (an app answering 404 or 503 to everything).
+	// DefaultFailingRatio of the last DefaultHealthWindow first deliveries
+	// (attempt 1) failed (an app answering 404 or 503 to everything).
+	// Retries are left out: they are of records that failed already, and
+	// a few poison records cycling through the tiers while little else
+	// flows would otherwise look like a failing app.
 	HealthFailing HealthState = 1
 	// HealthRefusing: the last DefaultRefusingAfter deliveries got no
-	// answer at all: connection refused or reset, no such host, network
-	// unreachable, timeout.
+	// answer at all (connection refused or reset, no such host, network
+	// unreachable, timeout), and neither did at least DefaultFailingRatio
+	// of the last DefaultHealthWindow: a burst of timeouts among answers
+	// (slow records finishing together) is not an outage.
 	HealthRefusing HealthState = 2
 )
 
@@ -82,11 +87,11 @@ type HealthConfig struct {
 // the window and an example of what was seen; nothing is logged per record.
 // The transitions:
 //
-//	reachable → refusing        the last RefusingAfter deliveries got no answer
-//	reachable → mostly failing  ≥ FailingRatio of the last Window deliveries failed
+//	reachable → refusing        the last RefusingAfter deliveries, and ≥ FailingRatio of the last Window, got no answer
+//	reachable → mostly failing  ≥ FailingRatio of the last Window first deliveries (attempt 1) failed
 //	mostly failing → refusing   as from reachable
 //	refusing → reachable        a delivery got an answer ("recovered"; the window restarts)
-//	mostly failing → reachable  < RecoveredRatio of the last Window failed ("recovered")
+//	mostly failing → reachable  < RecoveredRatio of the last Window first deliveries failed ("recovered")
 //
 // A delivery ended by the caller's context (a shutdown) is not counted.
 // Health is safe for concurrent use; it changes nothing of what Deliver
@@ -99,9 +104,42 @@ type Health struct {
 	mu      sync.Mutex
 	state   HealthState
 	since   time.Time // of the current state
-	window  []outcome // ring, at most cfg.Window
-	head    int
-	noReply int // deliveries in a row without an answer
+	all     ring      // every delivery: the share without an answer
+	first   ring      // first deliveries only: the share that failed
+	noReply int       // deliveries in a row without an answer
+}
+
+// ring holds the latest outcomes, at most its capacity.
+type ring struct {
+	o    []outcome
+	head int
+}
+
+func (r *ring) push(o outcome, size int) {
+	if len(r.o) < size {
+		r.o = append(r.o, o)
+		return
+	}
+	r.o[r.head] = o
+	r.head = (r.head + 1) % size
+}
+
+func (r *ring) reset() { r.o, r.head = r.o[:0], 0 }
+
+// count returns how many outcomes match f.
+func (r *ring) count(f func(outcome) bool) int {
+	n := 0
+	for _, o := range r.o {
+		if f(o) {
+			n++
+		}
+	}
+	return n
+}
+
+// ordered returns the outcomes, oldest first.
+func (r *ring) ordered() []outcome {
+	return append(append([]outcome(nil), r.o[r.head:]...), r.o[:r.head]...)
 }
 
 // outcome is one delivery as Health counts it.
@@ -133,7 +171,7 @@ func NewHealth(next Deliverer, cfg HealthConfig) *Health {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Health{next: next, cfg: cfg, log: log, since: cfg.Now(), window: make([]outcome, 0, cfg.Window)}
+	return &Health{next: next, cfg: cfg, log: log, since: cfg.Now()}
 }
 
 var _ Deliverer = (*Health)(nil)
@@ -144,7 +182,7 @@ func (h *Health) Deliver(ctx context.Context, m *Message) error {
 	if err != nil && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err // cancelled by the caller: says nothing about the app
 	}
-	h.Observe(err)
+	h.Observe(m.Attempt, err)
 	return err
 }
 
@@ -159,9 +197,9 @@ func (h *Health) State() HealthState {
 	return h.state
 }
 
-// Observe counts the outcome of one delivery (nil for success); Deliver
-// calls it.
-func (h *Health) Observe(err error) {
+// Observe counts the outcome of one delivery of the given attempt (err
+// nil for success); Deliver calls it.
+func (h *Health) Observe(attempt int, err error) {
 	o := classifyOutcome(err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,41 +211,28 @@ func (h *Health) Observe(err error) {
 	if h.state == HealthRefusing && !o.noReply {
 		// The app answers again: the refusals were the outage, already
 		// reported; judge what comes now on its own.
-		h.window, h.head = h.window[:0], 0
-		h.push(o)
+		h.all.reset()
+		h.first.reset()
+	}
+	h.all.push(o, h.cfg.Window)
+	if attempt <= 1 {
+		h.first.push(o, h.cfg.Window)
+	}
+	if h.state == HealthRefusing && !o.noReply {
 		h.change(HealthReachable, o)
 		return
 	}
-	h.push(o)
-	failed := h.failed()
+	noReply := h.all.count(func(o outcome) bool { return o.noReply })
+	failed := h.first.count(func(o outcome) bool { return o.failed })
 	switch {
-	case h.noReply >= h.cfg.RefusingAfter:
+	case h.noReply >= h.cfg.RefusingAfter && float64(noReply) >= h.cfg.FailingRatio*float64(len(h.all.o)):
 		h.change(HealthRefusing, o)
-	case h.state == HealthReachable && len(h.window) >= h.cfg.Window &&
-		float64(failed) >= h.cfg.FailingRatio*float64(len(h.window)):
+	case h.state == HealthReachable && len(h.first.o) >= h.cfg.Window &&
+		float64(failed) >= h.cfg.FailingRatio*float64(len(h.first.o)):
 		h.change(HealthFailing, o)
-	case h.state == HealthFailing && float64(failed) < h.cfg.RecoveredRatio*float64(len(h.window)):
+	case h.state == HealthFailing && float64(failed) < h.cfg.RecoveredRatio*float64(len(h.first.o)):
 		h.change(HealthReachable, o)
 	}
-}
-
-func (h *Health) push(o outcome) {
-	if len(h.window) < h.cfg.Window {
-		h.window = append(h.window, o)
-		return
-	}
-	h.window[h.head] = o
-	h.head = (h.head + 1) % h.cfg.Window
-}
-
-func (h *Health) failed() int {
-	n := 0
-	for _, o := range h.window {
-		if o.failed {
-			n++
-		}
-	}
-	return n
 }
 
 // change moves to state s and logs the line; a no-op when s is the
@@ -221,11 +246,14 @@ func (h *Health) change(s HealthState, latest outcome) {
 	h.state, h.since = s, now
 
 	// The dominant failure kind of the window, with its latest example.
+	win := &h.all
+	if s == HealthFailing {
+		win = &h.first
+	}
 	counts := map[string]int{}
 	examples := map[string]string{}
 	dominant := ""
-	for i := range h.window {
-		o := h.window[(h.head+i)%len(h.window)] // oldest first: the latest example wins
+	for _, o := range win.ordered() { // oldest first: the latest example wins
 		if !o.failed {
 			continue
 		}
@@ -238,7 +266,7 @@ func (h *Health) change(s HealthState, latest outcome) {
 		}
 	}
 	attrs := []any{"url", h.cfg.Target, "state", s.String(), "previous", prev.String(),
-		"deliveries", len(h.window), "failed", h.failed()}
+		"deliveries", len(win.o), "failed", win.count(func(o outcome) bool { return o.failed })}
 	var msg string
 	switch s {
 	case HealthRefusing:

@@ -176,7 +176,7 @@ func TestHealthTransitions(t *testing.T) {
 		},
 		{
 			name:     "mostly failing, then down, then answering 503 to everything",
-			outcomes: cat(rep(20, err404), rep(3, errRefus), rep(20, err503)),
+			outcomes: cat(rep(20, err404), rep(10, errRefus), rep(20, err503)), // 10: half the window without an answer
 			want: []line{
 				{"mostly failing", map[string]any{"dominant": "404"}},
 				{"refusing", map[string]any{"previous": "mostly failing"}},
@@ -184,6 +184,11 @@ func TestHealthTransitions(t *testing.T) {
 				{"mostly failing", map[string]any{"dominant": "503", "dominant_count": 20.0}},
 			},
 			final: delivery.HealthFailing,
+		},
+		{
+			name:     "a burst of timeouts among answers is no outage",
+			outcomes: cat(rep(20, nil), rep(5, errTime), rep(20, nil), rep(8, errTime), rep(20, nil)),
+			final:    delivery.HealthReachable,
 		},
 		{
 			name:     "a refusal between answers is no outage",
@@ -194,7 +199,7 @@ func TestHealthTransitions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, logs := newTestHealth(nil)
 			for _, err := range tc.outcomes {
-				h.Observe(err)
+				h.Observe(1, err)
 			}
 			got := logs.lines(t)
 			if len(got) != len(tc.want) {
@@ -215,6 +220,29 @@ func TestHealthTransitions(t *testing.T) {
 				t.Errorf("final state %v, want %v", s, tc.final)
 			}
 		})
+	}
+}
+
+// TestHealthRetriesLeftOut: retries failing (poison records cycling
+// through the tiers while little else flows) do not make the app mostly
+// failing; first deliveries do. A retry without an answer still counts
+// toward refusing.
+func TestHealthRetriesLeftOut(t *testing.T) {
+	h, logs := newTestHealth(nil)
+	for range 100 {
+		h.Observe(2, err503)
+	}
+	for range 5 {
+		h.Observe(1, nil)
+	}
+	if s := h.State(); s != delivery.HealthReachable || len(logs.lines(t)) != 0 {
+		t.Errorf("after 100 failed retries: state %v, log %v; want reachable, no line", s, logs.lines(t))
+	}
+	for range 20 {
+		h.Observe(3, errRefus)
+	}
+	if got := logs.lines(t); h.State() != delivery.HealthRefusing || len(got) != 1 || got[0]["state"] != "refusing" {
+		t.Errorf("after 20 refused retries: state %v, log %v; want one refusing line", h.State(), got)
 	}
 }
 
