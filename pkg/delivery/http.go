@@ -55,7 +55,9 @@ const (
 	// delivery, 2 on the first retry, …
 	HeaderCEAttempt = "ce-attempt"
 	// HeaderContentType is the value of the first original record header
-	// named content-type (any case) when it is a valid HTTP field value,
+	// named content-type (any case) when it is a valid HTTP field value
+	// and not a CloudEvents event format (application/cloudevents…, which
+	// would make the request structured mode: see isCloudEventsFormat),
 	// otherwise DefaultContentType.
 	HeaderContentType = "content-type"
 	// HeaderTombstone is set to TombstoneMarker when the record value is
@@ -305,7 +307,7 @@ func contentType(hs []kgo.RecordHeader) string {
 		if !strings.EqualFold(rh.Key, HeaderContentType) {
 			continue
 		}
-		if v := string(rh.Value); strings.TrimSpace(v) != "" && validFieldValue(v) {
+		if v := string(rh.Value); strings.TrimSpace(v) != "" && validFieldValue(v) && !isCloudEventsFormat(v) {
 			return v
 		}
 		break

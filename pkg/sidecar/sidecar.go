@@ -123,6 +123,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		return err
 	}
 	defer obs.close()
+	// One log line per change of the app's state, and its gauge (dependency.go).
+	health, target := withHealth(d, cfg, log)
+	if err := obs.watchDependency(target, health); err != nil {
+		return err
+	}
+	d = health
 
 	var srv *http.Server
 	if cfg.Metrics.Listen != "" {
