@@ -15,12 +15,18 @@ GO ?= go
 # testcontainers module (e2e/containers, its own go.mod): the crash-and-
 # restart scenario on a testcontainers Kafka where a Docker engine answers,
 # a skip where none does.
+# go test -json goes through internal/testsummary: the same run, printed as
+# plain go test prints it (ok/FAIL lines, failures' output), then one line
+# per distinct skip reason with counts and a closing "tests: N passed, N
+# failed, N skipped". bash for pipefail (make's /bin/sh is dash): go
+# test's own exit status still decides, and the summarizer fails too on any
+# failure, build failure or crash it sees.
 test:
 	$(GO) mod tidy -diff
 	cd e2e/bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 25m ./...
+	bash -o pipefail -c '$(GO) test -json -race -count=1 -timeout 25m ./... 2>&1 | $(GO) run ./internal/testsummary'
 	cd e2e/containers && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The long fault suite: 100,000 records on a three-node Kafka cluster with

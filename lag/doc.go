@@ -96,6 +96,14 @@
 // Window × Interval longer than the longest commit interval of a
 // monitored group.
 //
+// # Time to drain
+//
+// Each row also carries its DrainRate, the consume rate over the status
+// window (records per second the committed offset moved), and TimeToDrain,
+// lag ÷ that rate in seconds: 0 when caught up, +Inf when lagging with a
+// rate of 0. It ignores records arriving meanwhile; docs/METRICS.md gives
+// its limits.
+//
 // # Requests
 //
 // A scan sends, each under Config.Timeout: one OffsetFetch for all groups

@@ -57,6 +57,10 @@ func newInstruments(m *Monitor, mp metric.MeterProvider) (*instruments, error) {
 		"High watermark of a monitored partition (per-partition mode only).")
 	start := i64("kretry.partition.start_offset", "{offset}",
 		"Log start offset of a monitored partition (per-partition mode only).")
+	ttd := f64("kretry.lag.time_to_drain", "s",
+		"Estimated time to consume the lag at the recent drain rate: lag divided by the consume rate over the status window; 0 when caught up, +Inf when lagging and nothing was consumed over the window.")
+	rate := f64("kretry.consumer.drain.rate", "{record}/s",
+		"Consume rate over the status window: records (offsets) committed per second.")
 	stageRecords := i64("kretry.stage.records", "{record}",
 		"Records waiting in a stage of a kretry pipeline: source, tier, parking or DLQ.")
 	stageAge := f64("kretry.stage.age", "s",
@@ -78,10 +82,11 @@ func newInstruments(m *Monitor, mp metric.MeterProvider) (*instruments, error) {
 		if snap == nil {
 			return nil
 		}
+		d := drainGauges{ttd: ttd, rate: rate}
 		if perPartition {
-			observePartitions(o, snap, lag, age, status, committed, end, start)
+			observePartitions(o, snap, lag, age, status, committed, end, start, d)
 		} else {
-			observeTopics(o, snap, lag, age, status)
+			observeTopics(o, snap, lag, age, status, d)
 		}
 		for _, st := range snap.Stages() {
 			set := metric.WithAttributeSet(attribute.NewSet(
@@ -95,7 +100,7 @@ func newInstruments(m *Monitor, mp metric.MeterProvider) (*instruments, error) {
 			}
 		}
 		return nil
-	}, lag, age, status, committed, end, start, stageRecords, stageAge)
+	}, lag, age, status, committed, end, start, ttd, rate, stageRecords, stageAge)
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +133,20 @@ func rowAttrs(r *Row, partition bool) attribute.Set {
 	return attribute.NewSet(kv...)
 }
 
+// drainGauges are the drain-rate and time-to-drain gauges.
+type drainGauges struct{ ttd, rate metric.Float64ObservableGauge }
+
+func (d drainGauges) observe(o metric.Observer, set metric.ObserveOption, lag int64, rate float64, rateKnown bool) {
+	if rateKnown {
+		o.ObserveFloat64(d.rate, rate, set)
+	}
+	if lag == 0 || rateKnown {
+		o.ObserveFloat64(d.ttd, TimeToDrain(lag, rate), set)
+	}
+}
+
 func observePartitions(o metric.Observer, snap *Snapshot, lag metric.Int64ObservableGauge, age metric.Float64ObservableGauge,
-	status, committed, end, start metric.Int64ObservableGauge,
+	status, committed, end, start metric.Int64ObservableGauge, d drainGauges,
 ) {
 	type tp struct {
 		topic     string
@@ -162,6 +179,7 @@ func observePartitions(o metric.Observer, snap *Snapshot, lag metric.Int64Observ
 		if r.Committed >= 0 {
 			o.ObserveInt64(committed, r.Committed, set)
 		}
+		d.observe(o, set, r.Lag, r.DrainRate, r.DrainRateKnown)
 	}
 	for i := range snap.DLQ {
 		offsets(&snap.DLQ[i])
@@ -170,15 +188,18 @@ func observePartitions(o metric.Observer, snap *Snapshot, lag metric.Int64Observ
 
 // observeTopics aggregates per group and topic: the lag summed (left out
 // while a partition cannot be measured, rather than understated), the age
-// and status of the worst partition.
-func observeTopics(o metric.Observer, snap *Snapshot, lag metric.Int64ObservableGauge, age metric.Float64ObservableGauge, status metric.Int64ObservableGauge) {
+// and status of the worst partition, the drain rates summed and the time
+// to drain of the sums (the topic's lag at the topic's rate).
+func observeTopics(o metric.Observer, snap *Snapshot, lag metric.Int64ObservableGauge, age metric.Float64ObservableGauge, status metric.Int64ObservableGauge, d drainGauges) {
 	type agg struct {
-		row      *Row
-		lag      int64
-		age      float64
-		ageKnown bool
-		status   Status
-		failed   bool
+		row       *Row
+		lag       int64
+		age       float64
+		ageKnown  bool
+		rate      float64
+		rateKnown bool
+		status    Status
+		failed    bool
 	}
 	type key struct{ group, topic string }
 	var order []key
@@ -188,7 +209,7 @@ func observeTopics(o metric.Observer, snap *Snapshot, lag metric.Int64Observable
 		k := key{r.Group, r.Topic}
 		a := aggs[k]
 		if a == nil {
-			a = &agg{row: r, ageKnown: true}
+			a = &agg{row: r, ageKnown: true, rateKnown: true}
 			aggs[k] = a
 			order = append(order, k)
 		}
@@ -200,6 +221,8 @@ func observeTopics(o metric.Observer, snap *Snapshot, lag metric.Int64Observable
 		a.lag += r.Lag
 		a.ageKnown = a.ageKnown && r.AgeKnown
 		a.age = max(a.age, r.Age.Seconds())
+		a.rate += r.DrainRate
+		a.rateKnown = a.rateKnown && r.DrainRateKnown
 	}
 	for _, k := range order {
 		a := aggs[k]
@@ -212,5 +235,6 @@ func observeTopics(o metric.Observer, snap *Snapshot, lag metric.Int64Observable
 		if a.ageKnown {
 			o.ObserveFloat64(age, a.age, set)
 		}
+		d.observe(o, set, a.lag, a.rate, a.rateKnown)
 	}
 }

@@ -677,6 +677,7 @@ func (m *Monitor) finish(snap *Snapshot, rows, dlq []Row, errs []error) (*Snapsh
 			h.samples = append(h.samples[:0], h.samples[len(h.samples)-m.cfg.Window:]...)
 		}
 		r.Status = Evaluate(h.samples, Facts{Window: m.cfg.Window, Wait: r.Wait, Age: r.Age, AgeKnown: r.AgeKnown, Assigned: r.Assigned})
+		r.drain(h.samples)
 		worst[r.Group] = max(worst[r.Group], r.Status)
 	}
 	for k, h := range m.history {

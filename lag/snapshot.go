@@ -3,6 +3,7 @@ package lag
 import (
 	"cmp"
 	"encoding/json"
+	"math"
 	"slices"
 	"time"
 )
@@ -35,6 +36,16 @@ type Row struct {
 	// read within the scan's timeout otherwise.
 	Age      time.Duration
 	AgeKnown bool
+
+	// DrainRate is the consume rate over the status window, in records
+	// per second (see DrainRate); only meaningful when DrainRateKnown.
+	DrainRate      float64
+	DrainRateKnown bool
+	// TimeToDrain is Lag ÷ DrainRate in seconds (see TimeToDrain): 0 when
+	// caught up, +Inf when lagging with a drain rate of 0. Only
+	// meaningful when TimeToDrainKnown.
+	TimeToDrain      float64
+	TimeToDrainKnown bool
 
 	Flags
 	// Assigned: a live member of the group holds the partition.
@@ -69,32 +80,44 @@ type Flags struct {
 }
 
 type rowJSON struct {
-	Group         string  `json:"group,omitempty"`
-	Topic         string  `json:"topic"`
-	Partition     int32   `json:"partition"`
-	Source        string  `json:"source,omitempty"`
-	Stage         string  `json:"stage,omitempty"`
-	Committed     int64   `json:"committed"`
-	LogStart      int64   `json:"log_start"`
-	HighWatermark int64   `json:"high_watermark"`
-	LastStable    int64   `json:"last_stable"`
-	End           int64   `json:"end"`
-	Lag           int64   `json:"lag"`
-	AgeSeconds    float64 `json:"age_seconds"`
-	AgeKnown      bool    `json:"age_known"`
-	NoCommit      bool    `json:"no_commit,omitempty"`
-	Clamped       bool    `json:"clamped,omitempty"`
-	PastEnd       bool    `json:"past_end,omitempty"`
-	MarkersOnly   bool    `json:"markers_only,omitempty"`
-	Assigned      bool    `json:"assigned"`
-	Status        Status  `json:"status"`
-	Error         string  `json:"error,omitempty"`
+	Group         string   `json:"group,omitempty"`
+	Topic         string   `json:"topic"`
+	Partition     int32    `json:"partition"`
+	Source        string   `json:"source,omitempty"`
+	Stage         string   `json:"stage,omitempty"`
+	Committed     int64    `json:"committed"`
+	LogStart      int64    `json:"log_start"`
+	HighWatermark int64    `json:"high_watermark"`
+	LastStable    int64    `json:"last_stable"`
+	End           int64    `json:"end"`
+	Lag           int64    `json:"lag"`
+	AgeSeconds    float64  `json:"age_seconds"`
+	AgeKnown      bool     `json:"age_known"`
+	DrainRate     *float64 `json:"drain_rate,omitempty"`
+	TimeToDrain   *float64 `json:"time_to_drain_seconds,omitempty"`
+	NoCommit      bool     `json:"no_commit,omitempty"`
+	Clamped       bool     `json:"clamped,omitempty"`
+	PastEnd       bool     `json:"past_end,omitempty"`
+	MarkersOnly   bool     `json:"markers_only,omitempty"`
+	Assigned      bool     `json:"assigned"`
+	Status        Status   `json:"status"`
+	Error         string   `json:"error,omitempty"`
 }
 
-// MarshalJSON writes the row with snake_case keys and the age in seconds
-// (age_seconds, with age_known).
+// MarshalJSON writes the row with snake_case keys, the age in seconds
+// (age_seconds, with age_known), drain_rate in records per second (absent
+// when unknown) and time_to_drain_seconds (absent when unknown, and when
+// infinite: a drain_rate of 0 with lag above 0; JSON has no +Inf).
 func (r Row) MarshalJSON() ([]byte, error) {
+	var rate, ttd *float64
+	if r.DrainRateKnown {
+		rate = &r.DrainRate
+	}
+	if r.TimeToDrainKnown && !math.IsInf(r.TimeToDrain, 0) {
+		ttd = &r.TimeToDrain
+	}
 	return json.Marshal(rowJSON{
+		DrainRate: rate, TimeToDrain: ttd,
 		Group: r.Group, Topic: r.Topic, Partition: r.Partition, Source: r.Source, Stage: r.Stage,
 		Committed: r.Committed, LogStart: r.LogStart, HighWatermark: r.HighWatermark,
 		LastStable: r.LastStable, End: r.End, Lag: r.Lag,

@@ -89,6 +89,7 @@ type Config struct {
 	Topics   []Topic `koanf:"topics"`
 	Log      Log     `koanf:"log"`
 	Lag      Lag     `koanf:"lag"`
+	Tracing  Tracing `koanf:"tracing"`
 }
 
 // Kafka is how kretry reaches the cluster.
@@ -252,6 +253,26 @@ type LagGroup struct {
 	// read_committed: its lag then ends at the last stable offset instead
 	// of the high watermark. Default false (Kafka's default isolation).
 	ReadCommitted bool `koanf:"read_committed"`
+}
+
+// Tracing configures OpenTelemetry tracing of deliveries (README,
+// "Tracing"). Off, kretry still passes a record's traceparent and
+// tracestate headers on to the app unchanged; on, each delivery attempt is
+// a span, child of the producer's context, exported over OTLP/HTTP.
+type Tracing struct {
+	// Enabled turns the delivery spans on. Default false.
+	Enabled bool `koanf:"enabled"`
+	// OTLPEndpoint is the OTLP/HTTP collector, an http:// or https:// URL:
+	// "http://otel-collector:4318" posts to /v1/traces, a URL with a path
+	// posts to that path. Required when Enabled.
+	OTLPEndpoint string `koanf:"otlp_endpoint"`
+	// ServiceName is the service.name of the spans. Default "kretry".
+	ServiceName string `koanf:"service_name"`
+	// SampleRatio in [0, 1] is the fraction of traces kretry starts
+	// itself (records without trace context) that are sampled; a record
+	// with trace context follows its producer's sampling decision. Default
+	// 1.
+	SampleRatio float64 `koanf:"sample_ratio"`
 }
 
 // Log configures structured logging.

@@ -48,6 +48,8 @@ const (
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
 	DefaultJitter          = 0.2
+	DefaultServiceName     = "kretry"
+	DefaultSampleRatio     = 1.0
 	// DefaultMaxParked is parking.max_records when absent (records per
 	// partition).
 	DefaultMaxParked = 10000
@@ -77,7 +79,8 @@ func DefaultTransient() []int { return []int{408, 425, 429, 500, 502, 503, 504} 
 // .kretry/data and 3 partitions, app timeout 10s, 64 deliveries in flight,
 // ce-type "kafka.record", metrics on 127.0.0.1:9464 per partition, log level
 // info in text format, a lag scan every 30s with a 10s timeout per broker
-// call and a status window of 10 scans. It has no topics and no app URL.
+// call and a status window of 10 scans, tracing off (service name
+// "kretry", sample ratio 1). It has no topics and no app URL.
 //
 // Parse decodes the file over Default(), so a key that is absent keeps its
 // default while a key that is present, even as 0 or "", replaces it (and
@@ -105,6 +108,7 @@ func Default() *Config {
 		Metrics: Metrics{Listen: DefaultMetricsListen, PerPartition: true},
 		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Lag:     Lag{Interval: DefaultLagInterval, Timeout: DefaultLagTimeout, Window: DefaultLagWindow},
+		Tracing: Tracing{ServiceName: DefaultServiceName, SampleRatio: DefaultSampleRatio},
 	}
 }
 
@@ -518,6 +522,10 @@ func (e envPaths) findExact(dotted string) string {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
+// rootName is what mapstructure calls the top level of the config in an
+// error since v2.5.0: "config.Config".
+var rootName = reflect.TypeOf(Config{}).String()
+
 // valueError is a decode hook failure; decodeErrors adds the path.
 type valueError struct {
 	value string
@@ -627,6 +635,11 @@ func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 				return
 			}
 			name := e.Name()
+			if name == rootName {
+				// mapstructure v2.5.0 names the root by its type in
+				// "has invalid keys" (v2.4.0 left it empty).
+				name = ""
+			}
 			var (
 				ve *valueError
 				pe *mapstructure.ParseError

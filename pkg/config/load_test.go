@@ -116,6 +116,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 		Metrics: config.Metrics{Listen: "127.0.0.1:9464", PerPartition: true},
 		Log:     config.Log{Level: "info", Format: "text"},
 		Lag:     config.Lag{Interval: 30 * time.Second, Timeout: 10 * time.Second, Window: 10},
+		Tracing: config.Tracing{ServiceName: "kretry", SampleRatio: 1},
 		Topics: []config.Topic{{
 			Name:         "orders",
 			Group:        "orders-kretry",

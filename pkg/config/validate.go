@@ -71,6 +71,10 @@ const (
 //   - lag.groups[i].name: required, listed once, and not one of kretry's
 //     own groups (topics[].group), which are monitored anyway.
 //   - lag.dlq_group: "" or a group that is not one of kretry's own.
+//   - tracing.otlp_endpoint: required when tracing.enabled; when set, an
+//     absolute http:// or https:// URL with a host.
+//   - tracing.service_name: not empty.
+//   - tracing.sample_ratio: in [0, 1].
 //
 // Per topic (topics[i]):
 //
@@ -110,7 +114,25 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.topics(c.Topics)
 	v.lag(&c.Lag, c.Topics)
+	v.tracing(&c.Tracing)
 	return errors.Join(v.errs...)
+}
+
+func (v *validator) tracing(t *Tracing) {
+	switch {
+	case t.OTLPEndpoint == "" && t.Enabled:
+		v.add("tracing.otlp_endpoint", "required when tracing.enabled is true: the OTLP/HTTP collector, such as \"http://127.0.0.1:4318\"")
+	case t.OTLPEndpoint != "":
+		if u, err := url.Parse(t.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("tracing.otlp_endpoint", "%q must be an absolute http:// or https:// URL with a host (OTLP over HTTP, port 4318 by convention)", t.OTLPEndpoint)
+		}
+	}
+	if t.ServiceName == "" {
+		v.add("tracing.service_name", "required: the service.name of the spans")
+	}
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		v.add("tracing.sample_ratio", "%q must be between 0 and 1", strconv.FormatFloat(t.SampleRatio, 'g', -1, 64))
+	}
 }
 
 func (v *validator) lag(l *Lag, topics []Topic) {

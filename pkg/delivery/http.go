@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // HTTP header names of the wire contract with the application (DESIGN.md,
@@ -23,7 +25,8 @@ import (
 // HTTP binary mode (CloudEvents HTTP protocol binding §3.1): the body is the
 // record value, byte for byte, and the attributes travel as ce-* headers.
 // HTTP header names are case-insensitive; Go canonicalises them on the wire
-// (Ce-Id), so read them with http.Header.Get / Values.
+// (Ce-Id), so read them with http.Header.Get / Values. The W3C trace
+// context headers, HeaderTraceParent and HeaderTraceState, are in trace.go.
 const (
 	// HeaderCESpecVersion is always CESpecVersion ("1.0").
 	HeaderCESpecVersion = "ce-specversion"
@@ -52,7 +55,9 @@ const (
 	// delivery, 2 on the first retry, …
 	HeaderCEAttempt = "ce-attempt"
 	// HeaderContentType is the value of the first original record header
-	// named content-type (any case) when it is a valid HTTP field value,
+	// named content-type (any case) when it is a valid HTTP field value
+	// and not a CloudEvents event format (application/cloudevents…, which
+	// would make the request structured mode: see isCloudEventsFormat),
 	// otherwise DefaultContentType.
 	HeaderContentType = "content-type"
 	// HeaderTombstone is set to TombstoneMarker when the record value is
@@ -224,6 +229,11 @@ func (h *HTTP) Close() { h.transport.CloseIdleConnections() }
 // or to receive returns the *url.Error of net/http, which wraps the cause:
 // context.DeadlineExceeded on timeout, syscall.ECONNREFUSED when the
 // application is down, and so on. Classify routes all of them.
+//
+// The request carries W3C trace context (traceparent, tracestate): the
+// span in ctx when there is one, which also gets the answer's status as
+// http.response.status_code; otherwise the record's own traceparent and
+// tracestate headers, passed on unchanged.
 func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
@@ -232,11 +242,15 @@ func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 		return fmt.Errorf("delivery: record %s: %w", m.ID, err)
 	}
 	writeHeaders(req.Header, m, h.ceType)
+	writeTraceContext(ctx, req.Header, m)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 		return nil
@@ -293,7 +307,7 @@ func contentType(hs []kgo.RecordHeader) string {
 		if !strings.EqualFold(rh.Key, HeaderContentType) {
 			continue
 		}
-		if v := string(rh.Value); strings.TrimSpace(v) != "" && validFieldValue(v) {
+		if v := string(rh.Value); strings.TrimSpace(v) != "" && validFieldValue(v) && !isCloudEventsFormat(v) {
 			return v
 		}
 		break

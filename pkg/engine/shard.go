@@ -388,9 +388,10 @@ var ErrHandlerPanic = errors.New("handler panicked")
 // not return once ctx is done into a timeout: its slot is freed and its
 // late answer is ignored.
 func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
-	if _, ok := e.opts.Deliverer.(*delivery.HTTP); ok {
-		// net/http ends a request when its context ends: no watchdog
-		// goroutine needed (it would cost one more goroutine per record).
+	if delivery.BoundByContext(e.opts.Deliverer) {
+		// net/http ends a request when its context ends (delivery.HTTP, and
+		// wrappers of it such as delivery.Health): no watchdog goroutine
+		// needed (it would cost one more goroutine per record).
 		return e.opts.Deliverer.Deliver(ctx, m)
 	}
 	done := make(chan error, 1)

@@ -1,7 +1,8 @@
 // Package sidecar assembles a whole kretry process from a config.Config: the
 // embedded broker when kafka.brokers is [embedded], one engine per
-// configured topic delivering over HTTP, and the health endpoint. `kretry
-// run` is sidecar.Run; tests and `kretry demo` start it the same way.
+// configured topic delivering over HTTP (each attempt a span when tracing is
+// on), and the health endpoint. `kretry run` is sidecar.Run; tests and
+// `kretry demo` start it the same way.
 package sidecar
 
 import (
@@ -16,11 +17,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kretry/kretry/pkg/broker"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/telemetry"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -31,6 +34,11 @@ type Options struct {
 	// Deliverer replaces HTTP delivery to app.url (in-process embedding,
 	// tests); nil delivers over HTTP.
 	Deliverer delivery.Deliverer
+	// TracerProvider, when set, traces every delivery attempt with it
+	// (telemetry.TraceDeliveries), whatever tracing.enabled says: for
+	// tests and for programs with an OpenTelemetry pipeline of their own.
+	// nil: tracing.enabled exports the spans to tracing.otlp_endpoint.
+	TracerProvider trace.TracerProvider
 	// Started, when set, is called once every engine has joined its group
 	// and received its first assignment (when /readyz turns ready), with
 	// the sidecar (for its broker addresses and engine stats).
@@ -101,12 +109,26 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		d = h
 	}
 
+	// Tracing: a span per delivery attempt (trace.go); the provider stops
+	// after the engines, so the last attempts' spans are exported.
+	tp, stopTracing, err := startTracing(ctx, cfg, o.TracerProvider, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
 	// Metrics: /metrics, the engines' Observer, the lag monitor (observe.go).
 	obs, err := newObservability(cfg, kc, log)
 	if err != nil {
 		return err
 	}
 	defer obs.close()
+	// One log line per change of the app's state, and its gauge (dependency.go).
+	health, target := withHealth(d, cfg, log)
+	if err := obs.watchDependency(target, health); err != nil {
+		return err
+	}
+	d = health
 
 	var srv *http.Server
 	if cfg.Metrics.Listen != "" {
@@ -136,7 +158,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 			Group:           t.Group,
 			TransactionalID: TransactionalID(cfg.Kafka.TransactionalID, instance, t.Group),
 			InstanceID:      instance,
-			Deliverer:       d,
+			Deliverer:       telemetry.TraceDeliveries(d, tp, t.Group, statuses),
 			Statuses:        &statuses,
 			MaxInFlight:     cfg.App.MaxInFlight,
 			DeliveryTimeout: cfg.App.Timeout,

@@ -20,6 +20,11 @@
 // unit "s" adds _seconds (messaging.process.duration →
 // messaging_process_duration_seconds); resource attributes go to
 // target_info, and the instrumentation scope is left off the series.
+//
+// Tracing (tracing.go) is separate from the metrics: NewTracing builds the
+// tracer provider (OTLP/HTTP export) and TraceDeliveries wraps a
+// delivery.Deliverer so that each delivery attempt is a span, child of the
+// producer's context that the record carries (README, "Tracing").
 package telemetry
 
 import (
