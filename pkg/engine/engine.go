@@ -339,6 +339,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		e.adm.Close()
 		return nil, err
 	}
+	e.warnOrphans(ectx)
 	maxBytes := 0
 	for _, n := range e.topics.MaxBytes {
 		maxBytes = max(maxBytes, n)
