@@ -34,7 +34,7 @@ test:
 # prints the table docs/RELIABILITY.md records. No race detector: it
 # measures.
 fault-long:
-	KRETRY_TEST_BROKER=kafka KRETRY_FAULT=long $(GO) test -count=1 -timeout 40m -run TestFaultSuite -v ./e2e/
+	KRETRY_TEST_BROKER=kafka KRETRY_TEST_FAULT=long $(GO) test -count=1 -timeout 40m -run TestFaultSuite -v ./e2e/
 
 build:
 	$(GO) build -o bin/kretry ./cmd/kretry

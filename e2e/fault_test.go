@@ -55,7 +55,7 @@ var faultTiers = []string{"200ms", "500ms"}
 // nothing lost, no DLQ duplicate, no record both acknowledged and
 // dead-lettered, no order violation per key (ordering key), at most
 // tiers+1 deliveries per record plus one per crash, and committed offsets
-// that never move backwards. KRETRY_FAULT=long runs 100,000 records with
+// that never move backwards. KRETRY_TEST_FAULT=long runs 100,000 records with
 // ten instance kills and a rolling restart and prints the table that
 // docs/RELIABILITY.md records.
 func TestFaultSuite(t *testing.T) {
@@ -63,14 +63,14 @@ func TestFaultSuite(t *testing.T) {
 		t.Skip("needs a three-node Apache Kafka cluster (broker faults): runs in the real-Kafka pass")
 	}
 	plan := shortFaults
-	if os.Getenv("KRETRY_FAULT") == "long" {
+	if os.Getenv("KRETRY_TEST_FAULT") == "long" {
 		plan = longFaults
 	}
 	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("KRETRY_FAULT_SEED"), 10, 64); err == nil {
+	if s, err := strconv.ParseUint(os.Getenv("KRETRY_TEST_FAULT_SEED"), 10, 64); err == nil {
 		seed = s
 	}
-	t.Logf("fault suite %s, seed %d (KRETRY_FAULT_SEED=%d repeats the schedule)", plan.name, seed, seed)
+	t.Logf("fault suite %s, seed %d (KRETRY_TEST_FAULT_SEED=%d repeats the schedule)", plan.name, seed, seed)
 	f := newFaultRun(t, plan, seed)
 	rep := f.run()
 	t.Log("\n" + rep.table())

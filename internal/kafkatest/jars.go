@@ -41,15 +41,15 @@ func Available() error {
 	return nil
 }
 
-// CacheDir is where the jars are kept: $KRETRY_KAFKA_JARS, else
+// CacheDir is where the jars are kept: $KRETRY_TEST_KAFKA_JARS, else
 // $XDG_CACHE_HOME/kretry/kafka-<version>, else ~/.cache/kretry/kafka-<version>.
 func CacheDir() (string, error) {
-	if d := os.Getenv("KRETRY_KAFKA_JARS"); d != "" {
+	if d := os.Getenv("KRETRY_TEST_KAFKA_JARS"); d != "" {
 		return d, nil
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("kafkatest: no cache folder (set KRETRY_KAFKA_JARS): %w", err)
+		return "", fmt.Errorf("kafkatest: no cache folder (set KRETRY_TEST_KAFKA_JARS): %w", err)
 	}
 	return filepath.Join(base, "kretry", "kafka-"+KafkaVersion), nil
 }

@@ -29,6 +29,10 @@ const EnvPrefix = "KRETRY_"
 // other KRETRY_ variable must name a known key.
 const EnvConfigFile = "KRETRY_CONFIG"
 
+// EnvTestPrefix starts the variables of kretry's own test suites
+// (KRETRY_TEST_BROKER, KRETRY_TEST_LOG, …); they are never config keys.
+const EnvTestPrefix = "KRETRY_TEST_"
+
 // Default values, as documented on the fields of Config.
 const (
 	DefaultClientID        = "kretry"
@@ -333,7 +337,7 @@ type envPaths map[string]string
 
 // transform turns KRETRY_APP__MAX_IN_FLIGHT into app.max_in_flight.
 func (e envPaths) transform(name, value string) (string, any) {
-	if name == EnvConfigFile {
+	if name == EnvConfigFile || strings.HasPrefix(name, EnvTestPrefix) {
 		return "", nil
 	}
 	path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))

@@ -402,3 +402,13 @@ func TestInstanceID(t *testing.T) {
 		t.Errorf("default %q, want the host name %q", got, host)
 	}
 }
+
+// The test suites' variables (KRETRY_TEST_BROKER, …) are not config keys:
+// a developer who sets one must not break kretry's config loading.
+func TestTestVariablesAreNotConfigKeys(t *testing.T) {
+	_, err := config.Parse([]byte("app: {url: http://127.0.0.1:8080/kafka}\ntopics: [{name: orders}]\n"),
+		[]string{"KRETRY_TEST_BROKER=kafka", "KRETRY_TEST_LOG=info", "KRETRY_TEST_KAFKA_JARS=/tmp/x"})
+	if err != nil {
+		t.Fatalf("KRETRY_TEST_ variables broke the config: %v", err)
+	}
+}

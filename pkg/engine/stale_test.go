@@ -216,7 +216,7 @@ func tierTopics(e *env) []string {
 // per hop in each tier, one per record in the DLQ, conservation, and
 // committed offsets past every record, and no parking block/release op
 // committed twice (a stale tier copy acknowledged again). It runs one round
-// of the four crash modes, or N with KRETRY_STALE_ROUNDS=N (each round is
+// of the four crash modes, or N with KRETRY_TEST_STALE_ROUNDS=N (each round is
 // about 20s under -race on 2 cores).
 //
 // Its timer mode used to wedge: an engine killed inside its JoinGroup kept a
@@ -229,10 +229,10 @@ func TestStaleCopyAfterCrash(t *testing.T) {
 		t.Skip("kills engines at exact points of the transaction protocol by intercepting requests inside kfake; Kafka has no such hook (the fault suite crashes instances at random moments on Kafka)")
 	}
 	rounds := 1
-	if v := os.Getenv("KRETRY_STALE_ROUNDS"); v != "" {
+	if v := os.Getenv("KRETRY_TEST_STALE_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			t.Fatalf("KRETRY_STALE_ROUNDS=%q: want a number of rounds, at least 1", v)
+			t.Fatalf("KRETRY_TEST_STALE_ROUNDS=%q: want a number of rounds, at least 1", v)
 		}
 		rounds = n
 	}
