@@ -77,7 +77,7 @@ left over from a rename) go to stderr and do not change the exit status.`,
 		purpose:  "print the consumer lag, age and status of kretry's groups and DLQs",
 		about: `Needs the brokers of the config: with kafka.brokers [embedded] it dials
 embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + ` must be running.
-The status (OK, LAG, STALL, STOP …) needs lag.window scans: use --watch.
+The status (OK, WARN, STALL, STOP, ERR) needs lag.window scans: use --watch.
 One scan exits 1 when it could not measure everything.`,
 		example: "kretry lag -c config.yaml\nkretry lag -c config.yaml --watch --interval 10s",
 		short:   map[string]string{"config": "c"},

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kretry/kretry/lag"
 )
 
 // subcommands are every command a user can type, with the flag lines
@@ -102,6 +104,21 @@ func TestSubcommandHelp(t *testing.T) {
 				t.Logf("help:\n%s", help)
 			}
 		})
+	}
+}
+
+// TestLagHelpStatuses: `help lag` names exactly the statuses lag reports.
+func TestLagHelpStatuses(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"help", "lag"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var names []string
+	for s := lag.StatusOK; s <= lag.StatusErr; s++ {
+		names = append(names, s.String())
+	}
+	if want := "(" + strings.Join(names, ", ") + ")"; !strings.Contains(out.String(), want) {
+		t.Errorf("help lag does not list the statuses %s:\n%s", want, out.String())
 	}
 }
 
