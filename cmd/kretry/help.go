@@ -99,8 +99,10 @@ Run 'kretry parking release -h' for its flags.`,
 		about: `Writes a release op for the key to the topic's parking topic; the
 instance that owns that partition then delivers the key's parked records
 in order. It finds the parking partition(s) where the key is parked
-(producers do not agree on the key hash) unless --partition is given. It
-needs the brokers: with kafka.brokers [embedded], a running ` + "`kretry run`" + `.`,
+(producers do not agree on the key hash) unless --partition is given. A
+key that is not parked (nor blocked) exits 1; a --partition the parking
+topic does not have exits 2. It needs the brokers: with kafka.brokers
+[embedded], a running ` + "`kretry run`" + `.`,
 		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
 		short:   map[string]string{"config": "c"},
 	}
