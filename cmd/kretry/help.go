@@ -102,7 +102,8 @@ in order. It finds the parking partition(s) where the key is parked
 (producers do not agree on the key hash) unless --partition is given. A
 key that is not parked (nor blocked) exits 1; a --partition the parking
 topic does not have exits 2. It needs the brokers: with kafka.brokers
-[embedded], a running ` + "`kretry run`" + `.`,
+[embedded] it dials embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + `
+must be running.`,
 		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
 		short:   map[string]string{"config": "c"},
 	}

@@ -122,6 +122,18 @@ func TestLagHelpStatuses(t *testing.T) {
 	}
 }
 
+// TestEmbeddedBrokerHelp: the commands that dial the embedded broker say
+// that `kretry broker` serves them as well as `kretry run` (README).
+func TestEmbeddedBrokerHelp(t *testing.T) {
+	for _, cmd := range []string{"lag", "parking release"} {
+		var out, errb bytes.Buffer
+		run(context.Background(), append([]string{"help"}, strings.Fields(cmd)...), &out, &errb)
+		if help := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(help, "`kretry run` or `kretry broker` must be running") {
+			t.Errorf("help %s does not name both `kretry run` and `kretry broker`:\n%s", cmd, out.String())
+		}
+	}
+}
+
 func TestTopLevelHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		var out, errb bytes.Buffer
