@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
 		b, err := broker.Start(broker.Config{
 			Listen:     cfg.Embedded.Listen,
+			ListenFrom: "embedded.listen",
 			DataDir:    cfg.Embedded.DataDir,
 			Partitions: cfg.Embedded.Partitions,
 			Logger:     log,
