@@ -77,7 +77,7 @@ left over from a rename) go to stderr and do not change the exit status.`,
 		purpose:  "print the consumer lag, age and status of kretry's groups and DLQs",
 		about: `Needs the brokers of the config: with kafka.brokers [embedded] it dials
 embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + ` must be running.
-The status (OK, LAG, STALL, STOP …) needs lag.window scans: use --watch.
+The status (OK, WARN, STALL, STOP, ERR) needs lag.window scans: use --watch.
 One scan exits 1 when it could not measure everything.`,
 		example: "kretry lag -c config.yaml\nkretry lag -c config.yaml --watch --interval 10s",
 		short:   map[string]string{"config": "c"},
@@ -99,8 +99,11 @@ Run 'kretry parking release -h' for its flags.`,
 		about: `Writes a release op for the key to the topic's parking topic; the
 instance that owns that partition then delivers the key's parked records
 in order. It finds the parking partition(s) where the key is parked
-(producers do not agree on the key hash) unless --partition is given. It
-needs the brokers: with kafka.brokers [embedded], a running ` + "`kretry run`" + `.`,
+(producers do not agree on the key hash) unless --partition is given. A
+key that is not parked (nor blocked) exits 1; a --partition the parking
+topic does not have exits 2. It needs the brokers: with kafka.brokers
+[embedded] it dials embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + `
+must be running.`,
 		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
 		short:   map[string]string{"config": "c"},
 	}

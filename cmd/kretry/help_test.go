@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kretry/kretry/lag"
 )
 
 // subcommands are every command a user can type, with the flag lines
@@ -102,6 +104,33 @@ func TestSubcommandHelp(t *testing.T) {
 				t.Logf("help:\n%s", help)
 			}
 		})
+	}
+}
+
+// TestLagHelpStatuses: `help lag` names exactly the statuses lag reports.
+func TestLagHelpStatuses(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"help", "lag"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var names []string
+	for s := lag.StatusOK; s <= lag.StatusErr; s++ {
+		names = append(names, s.String())
+	}
+	if want := "(" + strings.Join(names, ", ") + ")"; !strings.Contains(out.String(), want) {
+		t.Errorf("help lag does not list the statuses %s:\n%s", want, out.String())
+	}
+}
+
+// TestEmbeddedBrokerHelp: the commands that dial the embedded broker say
+// that `kretry broker` serves them as well as `kretry run` (README).
+func TestEmbeddedBrokerHelp(t *testing.T) {
+	for _, cmd := range []string{"lag", "parking release"} {
+		var out, errb bytes.Buffer
+		run(context.Background(), append([]string{"help"}, strings.Fields(cmd)...), &out, &errb)
+		if help := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(help, "`kretry run` or `kretry broker` must be running") {
+			t.Errorf("help %s does not name both `kretry run` and `kretry broker`:\n%s", cmd, out.String())
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,7 +28,7 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	path := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print each scan as one JSON object (one line per scan with --watch)")
 	watch := fs.Bool("watch", false, "scan again every --interval until interrupted; the status needs lag.window scans")
-	interval := fs.Duration("interval", 5*time.Second, "time between scans with --watch, a Go `DURATION` such as 10s, at least "+config.MinLagInterval.String())
+	interval := durationFlag(fs, "interval", 5*time.Second, "time between scans with --watch, a Go `DURATION` such as 10s, at least "+config.MinLagInterval.String())
 	if code, done := lagCmd.parse(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -207,4 +209,27 @@ func note(r lag.Row) string {
 		}
 	}
 	return strings.Join(n, ", ")
+}
+
+// duration is a flag.Value for a time.Duration whose parse error says what
+// to write, as the config's errors do (the flag package's own says only
+// "parse error").
+type duration time.Duration
+
+func (d *duration) String() string { return time.Duration(*d).String() }
+
+func (d *duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New(`not a duration: use a Go duration such as "5s"`)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// durationFlag defines a duration flag on fs, as fs.Duration does.
+func durationFlag(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	p := &value
+	fs.Var((*duration)(p), name, usage)
+	return p
 }

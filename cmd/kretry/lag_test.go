@@ -166,3 +166,15 @@ func TestLagCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestLagIntervalHint: an --interval that is not a Go duration says how to
+// write one.
+func TestLagIntervalHint(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lag", "-c", "x.yaml", "--interval", "5"}, &out, &errb); code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	if want := `use a Go duration such as "5s"`; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,5 +71,48 @@ func TestDataDirInUse(t *testing.T) {
 				t.Errorf("kretry %s: stderr lacks %q:\n%s", args[0], w, e.String())
 			}
 		}
+	}
+}
+
+// TestListenInUse: an embedded broker that cannot bind names where the
+// address came from (--listen, embedded.listen); `kretry broker
+// --data-dir ""` says it keeps the log in memory.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	writeFile(t, cfg, fmt.Sprintf("embedded: {listen: %q, data_dir: %q}\napp: {url: http://127.0.0.1:8080/kafka}\nmetrics: {listen: \"\"}\ntopics: [{name: orders}]\n", addr, t.TempDir()))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"broker", "--listen", addr, "--data-dir", ""}, "--listen " + addr + ": listen tcp"},
+		{[]string{"run", "-c", cfg}, "embedded.listen " + addr + ": listen tcp"},
+	} {
+		var o, e bytes.Buffer
+		if code := run(context.Background(), tc.args, &o, &e); code != exitFail {
+			t.Errorf("kretry %s: exit %d, want %d", tc.args[0], code, exitFail)
+		}
+		if !strings.Contains(e.String(), tc.want) {
+			t.Errorf("kretry %s: stderr lacks %q:\n%s", tc.args[0], tc.want, e.String())
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncWriter{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"broker", "--listen", deadAddr(t), "--data-dir", ""}, out, out) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "listening") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), "(in memory)") {
+		t.Errorf("kretry broker --data-dir \"\" does not say (in memory):\n%s", out.String())
 	}
 }

@@ -44,6 +44,10 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "kretry parking release: --topic and --key are required\nRun 'kretry parking release -h' for help.")
 		return exitUsage
 	}
+	if *partition < -1 {
+		fmt.Fprintf(stderr, "kretry parking release: --partition %d: want a partition (0 or more), or -1 for wherever the key is parked\n", *partition)
+		return exitUsage
+	}
 	cfg, code := loadConfig(parkingReleaseCmd, *path, stderr)
 	if code != exitOK {
 		return code
@@ -82,7 +86,17 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	parts := []int32{int32(*partition)}
-	if *partition < 0 {
+	if *partition >= 0 {
+		n, err := partitionCount(cctx, cl, t.Parking.Topic)
+		if err != nil {
+			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+			return exitFail
+		}
+		if *partition >= n {
+			fmt.Fprintf(stderr, "kretry parking release: --partition %d: %s has partitions 0–%d\n", *partition, t.Parking.Topic, n-1)
+			return exitUsage
+		}
+	} else {
 		// Producers do not agree on the key hash (Java and franz-go use
 		// murmur2, librdkafka crc32), so find the key where it is parked.
 		parts, err = findParked(cctx, kc, cl, t, []byte(*key))
@@ -105,6 +119,24 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			*key, t.Parking.Topic, p)
 	}
 	return exitOK
+}
+
+// partitionCount returns how many partitions topic has.
+func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("listing %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		if ok && td.Err != nil {
+			err = td.Err
+		} else {
+			err = errors.New("not found")
+		}
+		return 0, fmt.Errorf("listing %s: %w", topic, err)
+	}
+	return len(td.Partitions), nil
 }
 
 // findParked returns the parking partitions holding records or ops of key

@@ -79,4 +79,20 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 	if !strings.Contains(errb.String(), "not parked") {
 		t.Errorf("stderr %q does not say the key is not parked", errb.String())
 	}
+
+	// A --partition the parking topic does not have, or below -1, is a bad
+	// flag: exit 2 with the range.
+	for _, tc := range []struct{ n, want string }{
+		{"7", "--partition 7: orders.parking has partitions 0–2"},
+		{"-2", "--partition -2:"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", key, "--partition", tc.n}, &out, &errb); code != exitUsage {
+			t.Errorf("--partition %s: exit %d, want %d (stderr %q)", tc.n, code, exitUsage, errb.String())
+		}
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("--partition %s: stderr %q, want %q", tc.n, errb.String(), tc.want)
+		}
+	}
 }

@@ -144,12 +144,16 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	b, err := broker.Start(broker.Config{Listen: *listen, DataDir: *dataDir, Partitions: int32(*partitions), Logger: log})
+	b, err := broker.Start(broker.Config{Listen: *listen, ListenFrom: "--listen", DataDir: *dataDir, Partitions: int32(*partitions), Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry broker: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "embedded Kafka-protocol broker listening on %s (data dir %q); Ctrl-C to stop\n", strings.Join(b.Addrs(), ","), *dataDir)
+	where := fmt.Sprintf("data dir %q", *dataDir)
+	if *dataDir == "" {
+		where = "in memory"
+	}
+	fmt.Fprintf(stdout, "embedded Kafka-protocol broker listening on %s (%s); Ctrl-C to stop\n", strings.Join(b.Addrs(), ","), where)
 	<-ctx.Done()
 	b.Close()
 	fmt.Fprintln(stdout, "broker stopped")

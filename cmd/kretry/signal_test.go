@@ -20,7 +20,7 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	exited := make(chan int, 1)
-	go watchSignals(sigs, cancel, func() *slog.Logger { return log }, func(code int) { exited <- code })
+	go watchSignals(sigs, cancel, func() *slog.Logger { return log }, func(code int) { exited <- code }, secondSignalMessage([]string{"run"}))
 
 	sigs <- syscall.SIGTERM
 	select {
@@ -45,5 +45,18 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "second signal while shutting down: exiting now") || !strings.Contains(logs.String(), "signal=interrupt") {
 		t.Errorf("log %q does not say why it exits", logs.String())
+	}
+}
+
+// TestSecondSignalMessage: only run's line speaks of deliveries in flight
+// and their redelivery; lag --watch's does not.
+func TestSecondSignalMessage(t *testing.T) {
+	if m := secondSignalMessage([]string{"run", "-c", "x.yaml"}); !strings.Contains(m, "deliveries in flight") || !strings.Contains(m, "delivered again") {
+		t.Errorf("run: %q", m)
+	}
+	for _, args := range [][]string{{"lag", "--watch"}, {"broker"}, {"parking", "release"}, nil} {
+		if m := secondSignalMessage(args); m != "second signal while shutting down: exiting now" {
+			t.Errorf("%q: %q, want the neutral line", args, m)
+		}
 	}
 }

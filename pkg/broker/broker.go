@@ -21,6 +21,9 @@ type Config struct {
 	// address advertised to clients, so it must be one they can dial
 	// (127.0.0.1 by default).
 	Listen string
+	// ListenFrom is where Listen came from ("embedded.listen",
+	// "--listen"), named in the errors about it; "" says "listen".
+	ListenFrom string
 	// DataDir persists the log across restarts; "" keeps it in memory.
 	// One broker at a time may use it (Start locks it).
 	DataDir string
@@ -45,14 +48,19 @@ type Broker struct {
 // the address cannot be bound (for example "address already in use") or
 // the data dir cannot be read.
 func Start(cfg Config) (*Broker, error) {
+	from := cfg.ListenFrom
+	if from == "" {
+		from = "listen"
+	}
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("embedded broker: listen %q: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("embedded broker: %s %q: %w", from, cfg.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("embedded broker: listen %q: port is not a number", cfg.Listen)
+		return nil, fmt.Errorf("embedded broker: %s %q: port is not a number", from, cfg.Listen)
 	}
+	var listenErr error // the bind's own error, to name where the address came from
 	if host == "" {
 		host = "127.0.0.1"
 	}
@@ -64,7 +72,11 @@ func Start(cfg Config) (*Broker, error) {
 		kfake.NumBrokers(1),
 		kfake.Ports(port),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+			ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				listenErr = err
+			}
+			return ln, err
 		}),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(int(parts)),
@@ -87,6 +99,9 @@ func Start(cfg Config) (*Broker, error) {
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		lock.release()
+		if listenErr != nil {
+			return nil, fmt.Errorf("embedded broker: %s %s: %w", from, cfg.Listen, listenErr)
+		}
 		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Listen, err)
 	}
 	return &Broker{c: c, lock: lock}, nil

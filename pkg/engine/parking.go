@@ -365,7 +365,12 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 				})
 			}
 			if verdict != parking.VerdictOK {
-				e.log.Info("head of a blocked key dead-lettered", "partition", sh.p, "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked)+l.pendingParks)
+				// key as text, as the "operator released a key" line prints it.
+				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked) + l.pendingParks}
+				if e.opts.OnDeadLetter == OnDeadLetterHold {
+					args = append(args, "hint", "release with `kretry parking release --topic "+e.plan.Source+" --key "+string(key)+"`")
+				}
+				e.log.Info("head of a blocked key dead-lettered", args...)
 			}
 		}
 	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == OnDeadLetterRelease:

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,4 +348,46 @@ func (s *slowRecorder) Deliver(ctx context.Context, m *delivery.Message) error {
 		return err
 	}
 	return s.recorder.Deliver(ctx, m)
+}
+
+// logBuf is a log destination safe for the engine's goroutines.
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *logBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestHoldLogNamesKeyAndRelease: under on_dead_letter: hold, the line of
+// a blocked key's head dead-lettered names the key and how to release it.
+func TestHoldLogNamesKeyAndRelease(t *testing.T) {
+	e := newEnv(t, 1, 100*time.Millisecond)
+	e.app.setAnswer(failing(map[string][]error{"v0": {e503, e503, e503}}))
+	e.produce(rec("K", "v0"), rec("K", "v1"))
+	o := e.keyedOptions(e.app, OnDeadLetterHold)
+	var buf logBuf
+	o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	eng, _ := e.start(o)
+	eventually(t, "head dead-lettered", func() bool { return eng.Stats().Exhausted.Load() == 1 })
+	eventually(t, "the line logged", func() bool { return strings.Contains(buf.String(), "head of a blocked key dead-lettered") })
+	var line string
+	for l := range strings.Lines(buf.String()) {
+		if strings.Contains(l, "head of a blocked key dead-lettered") {
+			line = l
+		}
+	}
+	hint := "release with `kretry parking release --topic " + e.plan.Source + " --key K`"
+	if !strings.Contains(line, " key=K ") || !strings.Contains(line, hint) {
+		t.Errorf("line %q lacks key=K or the hint %q", line, hint)
+	}
 }

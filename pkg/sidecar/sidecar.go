@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
 		b, err := broker.Start(broker.Config{
 			Listen:     cfg.Embedded.Listen,
+			ListenFrom: "embedded.listen",
 			DataDir:    cfg.Embedded.DataDir,
 			Partitions: cfg.Embedded.Partitions,
 			Logger:     log,
@@ -150,13 +151,17 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	for _, t := range cfg.Topics {
 		plan := PlanFor(&t)
 		statuses := delivery.Statuses{Permanent: t.Classify.Permanent, Transient: t.Classify.Transient}
+		txnID := TransactionalID(cfg.Kafka.TransactionalID, instance, t.Group)
+		// The identity this engine fences with: two processes sharing it
+		// fence each other (README: Instance identity).
+		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", instance, "transactional_id", txnID)
 		e, err := engine.New(ctx, engine.Options{
 			Brokers:         s.Brokers,
 			ClientOpts:      clientOpts,
 			GroupOpts:       groupOpts(&cfg.Kafka),
 			Plan:            plan,
 			Group:           t.Group,
-			TransactionalID: TransactionalID(cfg.Kafka.TransactionalID, instance, t.Group),
+			TransactionalID: txnID,
 			InstanceID:      instance,
 			Deliverer:       telemetry.TraceDeliveries(d, tp, t.Group, statuses),
 			Statuses:        &statuses,
