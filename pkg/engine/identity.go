@@ -149,7 +149,13 @@ func (e *Engine) leaveStatic(memberID string) {
 			err = errors.Join(err, kerr.ErrorForCode(m.ErrorCode))
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, kerr.FencedInstanceID):
+		// Another live process took our instance id over before we
+		// stopped: its member stays, and so do the partitions it owns.
+		e.log.Warn("not leaving the group: another live instance holds this instance id now (give every instance its own kafka.instance_id)",
+			"instance_id", e.opts.InstanceID, "err", err)
+	case err != nil:
 		e.log.Warn("leaving the group as static member failed; its partitions move to the other instances after the session timeout",
 			"instance_id", e.opts.InstanceID, "err", err)
 	}
