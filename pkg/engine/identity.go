@@ -94,6 +94,20 @@ func (e *Engine) instanceTaken() bool {
 // minute end Run instead: a producer that keeps being fenced has a twin
 // (the same transactional id without static membership to tell).
 func (e *Engine) resetSession(cause error) error {
+	// A producer that cannot go on may have been fenced by a duplicate
+	// whose member joined after our last End's TxnOffsetCommit: the End
+	// then fails without saying "fenced" (an epoch bumped under it) and
+	// only the group tells. Rejoining under our instance id would fence
+	// the newer instance instead of us.
+	if e.instanceTaken() {
+		// Name what the broker answered (the failed End), not the
+		// producer's state-machine error at the next Begin.
+		why := cause
+		if e.lastEndErr != nil {
+			why = e.lastEndErr
+		}
+		return e.fenced(why)
+	}
 	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
 		return e.fenced(cause)
 	}
