@@ -247,3 +247,63 @@ func TestDuplicateFencingAnEndFencesTheOlder(t *testing.T) {
 		return true
 	})
 }
+
+// An engine stopped while its first JoinGroup is under way (SIGTERM in the
+// first seconds of `kretry run`, before the first assignment): the group
+// client's Close waits for that join to finish, so the engine has a member
+// id by then, and its static member must leave. It read the member id
+// before Close ("" while joining) and so left nothing: the member stayed,
+// was given partitions by the next assignment and held them for the session
+// timeout (30s here, 45s by default), and the next member's JoinGroup waited
+// for it to rejoin.
+func TestStopWhileJoiningLeavesTheGroup(t *testing.T) {
+	e := newEnv(t, 2)
+	a, b := newRecorder(), newRecorder()
+	ra := e.runEngine(e.staticOptions(a, "pod-a"))
+	select {
+	case <-ra.eng.Joined():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not join within 30s")
+	}
+	// b's JoinGroup waits for a's rejoin (a heartbeats every second): b
+	// is stopped while it waits.
+	eb, err := New(context.Background(), e.staticOptions(b, "pod-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- eb.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("b's Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not stop within 30s")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gs, err := e.adm.DescribeGroups(context.Background(), e.group())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ghost := false
+		for _, m := range gs[e.group()].Members {
+			ghost = ghost || (m.InstanceID != nil && *m.InstanceID == "pod-b")
+		}
+		if !ghost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after b stopped, its static member (instance id pod-b) is still in the group (state %s)", gs[e.group()].State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// a owns every partition again at once.
+	e.produce(e.values("w", 2, 2)...)
+	eventually(t, "a delivering both partitions", func() bool {
+		return len(a.callsForValue("w0")) > 0 && len(a.callsForValue("w1")) > 0
+	})
+}
