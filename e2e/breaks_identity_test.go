@@ -138,3 +138,28 @@ func TestDuplicateStartsMidTransaction(t *testing.T) {
 		t.Errorf("the newer instance exited %d after SIGTERM, want 0", code)
 	}
 }
+
+// TestInstanceIDEdges: instance ids that kretry validate accepts — the
+// longest one (200 characters) made of every allowed character, and the
+// shortest odd ones — work as the consumer's group.instance.id and inside
+// the transactional id: the record is delivered and SIGTERM is a clean
+// stop.
+func TestInstanceIDEdges(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 1)
+	app := startStampApp(t)
+	cl := newClient(t, addr)
+	all := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+	long := strings.Repeat(all, 4)[:200]
+	for i, id := range []string{long, ".", "..", "-", "_"} {
+		cfg := identityConfig(t, addr, app.url())
+		p := startKretryEnv(t, fmt.Sprintf("id#%d", i), []string{"KRETRY_KAFKA__INSTANCE_ID=" + id}, "run", "-c", cfg)
+		v := fmt.Sprintf("k-edge%d", i)
+		produceValues(t, cl, v)
+		app.waitAcked(t, 60*time.Second, []string{v}, func() { p.mustRun(t) })
+		if code := p.stop(t, 20*time.Second); code != 0 {
+			t.Errorf("instance id %q: exit %d after SIGTERM, want 0", id, code)
+		}
+	}
+}
