@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -207,9 +208,9 @@ func (v *validator) kafka(k *Kafka) {
 		v.add("kafka.transactional_id", "required: every move is a Kafka transaction")
 	}
 	if id := k.InstanceID; id != "" {
-		for i := 0; i < len(id); i++ {
-			if !instanceIDChar(id[i]) {
-				v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, id[i:i+1])
+		for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
+			if r >= utf8.RuneSelf || !instanceIDChar(byte(r)) {
+				v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
 				break
 			}
 		}

@@ -562,10 +562,22 @@ func (e *Engine) shutdown() error {
 	return nil
 }
 
+// Close releases an engine that New built and that will not be Run (Run
+// closes its engine itself; do not call both): its clients close and its
+// static member, which may have joined the group already, leaves it.
+func (e *Engine) Close() {
+	e.leave = true
+	e.close()
+}
+
 func (e *Engine) close() {
-	memberID, _ := e.sess.Client().GroupMetadata()
 	// Close leaves the group (a dynamic member); no transaction is open here.
+	// It waits for a JoinGroup under way to finish, so the member id is
+	// read after it: read before, it is "" for an engine stopped while
+	// joining, whose static member would then stay in the group, hold its
+	// partitions for the session timeout and stall the next rebalance.
 	e.sess.Close()
+	memberID, _ := e.sess.Client().GroupMetadata()
 	if e.leave {
 		e.leaveStatic(memberID)
 	}

@@ -94,6 +94,20 @@ func (e *Engine) instanceTaken() bool {
 // minute end Run instead: a producer that keeps being fenced has a twin
 // (the same transactional id without static membership to tell).
 func (e *Engine) resetSession(cause error) error {
+	// A producer that cannot go on may have been fenced by a duplicate
+	// whose member joined after our last End's TxnOffsetCommit: the End
+	// then fails without saying "fenced" (an epoch bumped under it) and
+	// only the group tells. Rejoining under our instance id would fence
+	// the newer instance instead of us.
+	if e.instanceTaken() {
+		// Name what the broker answered (the failed End), not the
+		// producer's state-machine error at the next Begin.
+		why := cause
+		if e.lastEndErr != nil {
+			why = e.lastEndErr
+		}
+		return e.fenced(why)
+	}
 	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
 		return e.fenced(cause)
 	}
@@ -149,7 +163,13 @@ func (e *Engine) leaveStatic(memberID string) {
 			err = errors.Join(err, kerr.ErrorForCode(m.ErrorCode))
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, kerr.FencedInstanceID):
+		// Another live process took our instance id over before we
+		// stopped: its member stays, and so do the partitions it owns.
+		e.log.Warn("not leaving the group: another live instance holds this instance id now (give every instance its own kafka.instance_id)",
+			"instance_id", e.opts.InstanceID, "err", err)
+	case err != nil:
 		e.log.Warn("leaving the group as static member failed; its partitions move to the other instances after the session timeout",
 			"instance_id", e.opts.InstanceID, "err", err)
 	}

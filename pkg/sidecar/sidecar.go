@@ -62,12 +62,22 @@ type Sidecar struct {
 // It returns startup errors (an *UnreachableError when no broker answers,
 // a *SecurityError when TLS or SASL fails, a topic partition mismatch, an
 // address in use) and fatal engine errors.
-func Run(ctx context.Context, cfg *config.Config, o Options) error {
+func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Sidecar{Brokers: cfg.Kafka.Brokers}
+	// A stop requested while starting (SIGTERM during the broker check or
+	// the topics' set-up) cuts the start short with the context's error:
+	// that is the clean stop that was asked for, not a failure to report.
+	starting := true
+	defer func() {
+		if starting && err != nil && ctx.Err() != nil {
+			log.Info("stopped while starting", "cut_short", err)
+			err = nil
+		}
+	}()
 	createSource := int32(0)
 	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
 		b, err := broker.Start(broker.Config{
@@ -147,6 +157,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
 	}
 
+	defer func() {
+		if !starting {
+			return
+		}
+		// The engines built before the start failed or was cut short
+		// may have joined their groups: leave them (before the embedded
+		// broker closes), or their static members hold partitions until
+		// the session timeout.
+		for _, e := range s.Engines {
+			e.Close()
+		}
+	}()
 	instance := cfg.Kafka.InstanceIDOrHost()
 	for _, t := range cfg.Topics {
 		plan := PlanFor(&t)
@@ -183,6 +205,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 		obs.watchEngine(t.Group, t.Name, e)
 	}
 
+	starting = false
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.Engines))
 	rctx, cancel := context.WithCancel(ctx)

@@ -1141,6 +1141,10 @@ func (g *group) handleLeave(creq *clientReq) kmsg.Response {
 				r.ErrorCode = kerr.UnknownMemberID.Code
 				continue
 			}
+			if rm.MemberID != "" && rm.MemberID != memberID { // kretry patch (README.md): a replaced static member must not remove its replacement
+				r.ErrorCode = kerr.FencedInstanceID.Code
+				continue
+			}
 			rm.MemberID = memberID
 			r.MemberID = memberID
 		}
