@@ -19,6 +19,10 @@ func TestSigtermWhileStarting(t *testing.T) {
 	for i, after := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
 		cfg := identityConfig(t, addr, app.url())
 		p := startKretryEnv(t, fmt.Sprintf("run#%d", i), []string{fmt.Sprintf("KRETRY_KAFKA__INSTANCE_ID=start-%d", i)}, "run", "-c", cfg)
+		// Until its first log line the process may not have its signal
+		// handlers yet: a SIGTERM then ends it by the default action
+		// (nothing started, nothing to lose). Count from that line.
+		waitFor(t, 30*time.Second, "kretry starting", func() bool { return strings.Contains(p.stderr.String(), "kretry starting") }, func() { p.mustRun(t) })
 		time.Sleep(after)
 		start := time.Now()
 		code := p.stop(t, 30*time.Second)

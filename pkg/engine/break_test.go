@@ -102,13 +102,20 @@ func TestBreakTierRecordNamingAnotherPartition(t *testing.T) {
 	e.produce(recs...)
 	eventually(t, "the other records acknowledged", func() bool { return e.app.numAcked() >= 6 })
 	time.Sleep(time.Second) // tiers 100ms + 200ms: the forged record is through by now
-	for _, r := range recs {
-		if n := len(e.app.callsFor(id(e.plan.Source, r.Partition, r.Offset))); n != 1 {
-			t.Errorf("%s delivered %d times, want 1 (no failure, no rebalance)", id(e.plan.Source, r.Partition, r.Offset), n)
-		}
+	// The bug aborts every transaction carrying the forged move. One
+	// incidental abort is allowed (on Kafka, CONCURRENT_TRANSACTIONS right
+	// after a commit; see TestBreakRecordTooLargeToParkIsHeld), and with it
+	// one redelivery.
+	before := eng.Stats().Aborted.Load()
+	time.Sleep(500 * time.Millisecond)
+	aborted := eng.Stats().Aborted.Load()
+	if aborted > before || aborted > 1 {
+		t.Errorf("%d transactions aborted (%d in the last 500ms): the forged record's move is rejected by the broker and every transaction carrying it aborts", aborted, aborted-before)
 	}
-	if n := eng.Stats().Aborted.Load(); n != 0 {
-		t.Errorf("%d transactions aborted, want 0: the forged record's move is rejected by the broker and every transaction carrying it aborts", n)
+	for _, r := range recs {
+		if n := len(e.app.callsFor(id(e.plan.Source, r.Partition, r.Offset))); int64(n) > 1+aborted {
+			t.Errorf("%s delivered %d times, want 1 (no failure, no rebalance; %d aborted transactions)", id(e.plan.Source, r.Partition, r.Offset), n, aborted)
+		}
 	}
 	if n := eng.Stats().Exhausted.Load(); n != 1 {
 		t.Errorf("forged record dead-lettered %d times, want 1 (tier 2, then the DLQ)", n)

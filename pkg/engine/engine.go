@@ -334,7 +334,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if e.parking() {
 		extra = append(extra, opts.ParkingTopic)
 	}
-	e.topics, err = retrytopics.Ensure(ectx, e.adm, &opts.Plan, opts.CreateSource, extra...)
+	e.topics, err = e.ensureTopics(ectx, extra)
 	if err != nil {
 		e.adm.Close()
 		return nil, err

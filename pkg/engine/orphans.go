@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -20,5 +22,27 @@ func (e *Engine) warnOrphans(ctx context.Context) {
 	for _, o := range orphans {
 		e.log.Warn("a tier topic no longer in retry.tiers still holds records of this group: nothing consumes them, and with ordering key their keys stay blocked; put the tier back in retry.tiers until it drains (kretry lag shows it at 0), then remove it",
 			"tier_topic", o.Topic, "records", o.Records)
+	}
+}
+
+// ensureTopics runs retrytopics.Ensure until it succeeds, fails for good
+// (a partition count that differs, a missing source) or ctx ends. A broker
+// that is down when kretry starts — seen in the fault suite: an instance
+// restarted while the broker it asked for the topic configs was killed —
+// is a reason to wait, not to exit.
+func (e *Engine) ensureTopics(ctx context.Context, extra []string) (*retrytopics.Topics, error) {
+	for attempt := 0; ; attempt++ {
+		topics, err := retrytopics.Ensure(ctx, e.adm, &e.opts.Plan, e.opts.CreateSource, extra...)
+		if err == nil || errors.Is(err, retrytopics.ErrPartitionMismatch) || errors.Is(err, retrytopics.ErrNoSource) {
+			return topics, err
+		}
+		if attempt == 0 {
+			e.log.Warn("checking the stage topics failed; retrying until the brokers answer", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
