@@ -61,6 +61,9 @@ func TestSigtermWhileJoiningLeavesNoGhost(t *testing.T) {
 	app.waitAcked(t, 60*time.Second, seq("a", 8), func() { a.mustRun(t) })
 	for i, after := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond, 140 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
 		b := startKretryEnv(t, fmt.Sprintf("b#%d", i), []string{"KRETRY_KAFKA__INSTANCE_ID=pod-b"}, "run", "-c", cfg)
+		// Count from the first log line: before it the signal handlers may
+		// not be installed (see TestSigtermWhileStarting).
+		waitFor(t, 30*time.Second, "kretry starting", func() bool { return strings.Contains(b.stderr.String(), "kretry starting") }, func() { b.mustRun(t) })
 		time.Sleep(after)
 		if code := b.stop(t, 30*time.Second); code != 0 {
 			t.Errorf("b#%d exited %d after SIGTERM, want 0", i, code)
