@@ -206,28 +206,15 @@ func (c *Cluster) Nodes() int { return len(c.nodes) }
 
 // Kill sends SIGKILL to node id (1-based) and waits for it to exit. Killing
 // a node that is not running does nothing.
-func (c *Cluster) Kill(id int) error {
-	n, err := c.node(id)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-	n.mu.Lock()
-	n.cmd = nil
-	n.mu.Unlock()
-	return nil
-}
+func (c *Cluster) Kill(id int) error { return c.signal(id, syscall.SIGKILL, 0) }
 
 // Terminate stops node id cleanly (SIGTERM: a controlled shutdown that
 // moves its leaderships away first), killing it after 60s.
-func (c *Cluster) Terminate(id int) error {
+func (c *Cluster) Terminate(id int) error { return c.signal(id, syscall.SIGTERM, 60*time.Second) }
+
+// signal sends sig to node id and waits for it to exit, sending SIGKILL
+// after grace (0: wait as long as it takes).
+func (c *Cluster) signal(id int, sig syscall.Signal, grace time.Duration) error {
 	n, err := c.node(id)
 	if err != nil {
 		return err
@@ -238,13 +225,15 @@ func (c *Cluster) Terminate(id int) error {
 	if cmd == nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
+	_ = cmd.Process.Signal(sig)
+	if grace > 0 {
+		select {
+		case <-done:
+		case <-time.After(grace):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
 	}
+	<-done
 	n.mu.Lock()
 	n.cmd = nil
 	n.mu.Unlock()
