@@ -195,8 +195,10 @@ type Engine struct {
 	admCl *kgo.Client
 	// copts build sess, again after a reset (see resetSession).
 	copts []kgo.Opt
-	// lastReset is when the session was last rebuilt.
-	lastReset time.Time
+	// lastReset is when the session was last rebuilt; resetPause the pause
+	// before the last rebuild (see resetSession).
+	lastReset  time.Time
+	resetPause time.Duration
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -479,7 +481,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
 				e.sess.AllowRebalance()
 				if errors.Is(err, errSessionReset) {
-					if err = e.resetSession(err); err == nil {
+					if err = e.resetSession(ctx, err); err == nil {
 						continue
 					}
 				}

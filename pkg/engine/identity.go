@@ -90,10 +90,17 @@ func (e *Engine) instanceTaken() bool {
 // resetSession replaces the group transact session after errSessionReset:
 // the old one closes (a static member does not leave, so the new one takes
 // its partitions back at once), every partition's state is dropped, and the
-// records after the last commit are delivered again. Two resets within a
-// minute end Run instead: a producer that keeps being fenced has a twin
-// (the same transactional id without static membership to tell).
-func (e *Engine) resetSession(cause error) error {
+// records after the last commit are delivered again.
+//
+// Whether another process took our identity over is asked of the group
+// (instanceTaken), with static membership. Without it the group cannot
+// tell, and two resets within a minute end Run: a producer that keeps being
+// fenced has a twin (the same transactional id). With it, repeated resets
+// mean a broker outage that outlasts a session (a coordinator down for
+// longer than the transaction timeout, moving twice in a rolling restart):
+// they go on, each a little later than the one before (resetBackoff), ctx
+// permitting.
+func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// A producer that cannot go on may have been fenced by a duplicate
 	// whose member joined after our last End's TxnOffsetCommit: the End
 	// then fails without saying "fenced" (an epoch bumped under it) and
@@ -108,13 +115,27 @@ func (e *Engine) resetSession(cause error) error {
 		}
 		return e.fenced(why)
 	}
+	var pause time.Duration
 	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
-		return e.fenced(cause)
+		if e.opts.InstanceID == "" {
+			return e.fenced(cause)
+		}
+		e.resetPause = min(max(2*e.resetPause, time.Second), maxResetPause)
+		pause = e.resetPause
+	} else {
+		e.resetPause = 0
+	}
+	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
+		"err", cause, "after", pause)
+	e.lastEndErr = nil
+	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	if pause > 0 {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done(): // a stop cuts the pause short
+		}
 	}
 	e.lastReset = time.Now()
-	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
-		"err", cause)
-	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
 	e.sess.Close()
 	e.mu.Lock()
 	e.resetLocked()
@@ -127,6 +148,10 @@ func (e *Engine) resetSession(cause error) error {
 	e.cl.Store(sess.Client())
 	return nil
 }
+
+// maxResetPause bounds the pause before a session reset that follows
+// another within a minute (see resetSession).
+const maxResetPause = 30 * time.Second
 
 func (e *Engine) fenced(err error) error {
 	return &FencedError{InstanceID: e.opts.InstanceID, TransactionalID: e.opts.TransactionalID, Group: e.opts.Group, Err: err}
