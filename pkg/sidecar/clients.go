@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,6 +45,9 @@ type security struct {
 	tls              bool
 	caFile, certFile string
 	mechanism, user  string
+	// certNotBefore and certNotAfter are the client certificate's
+	// validity (zero without one, or when it does not parse).
+	certNotBefore, certNotAfter time.Time
 }
 
 // NewClients returns the client builder for kafka section k and seed
@@ -54,14 +58,24 @@ func NewClients(k *config.Kafka, brokers []string, log *slog.Logger) (*Clients, 
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{
+	c := &Clients{
 		Brokers: slices.Clone(brokers),
 		opts:    opts,
 		sec: security{
 			tls: k.TLS.Enabled, caFile: k.TLS.CAFile, certFile: k.TLS.CertFile,
 			mechanism: strings.ToLower(k.SASL.Mechanism), user: k.SASL.Username,
 		},
-	}, nil
+	}
+	if k.TLS.Enabled && k.TLS.CertFile != "" {
+		if b, err := os.ReadFile(k.TLS.CertFile); err == nil {
+			if blk, _ := pem.Decode(b); blk != nil {
+				if leaf, err := x509.ParseCertificate(blk.Bytes); err == nil {
+					c.sec.certNotBefore, c.sec.certNotAfter = leaf.NotBefore, leaf.NotAfter
+				}
+			}
+		}
+	}
+	return c, nil
 }
 
 // CommandClients is NewClients for a command that does not run the
