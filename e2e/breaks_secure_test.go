@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,75 @@ func TestSecureStartErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPasswordRotatedWhileRunning: the SASL password of kretry's user is
+// changed on the cluster while `kretry run` is up (the brokers make
+// connections re-authenticate every 3s, connections.max.reauth.ms). kretry
+// cannot know the new password; what it does is observed here.
+func TestPasswordRotatedWhileRunning(t *testing.T) {
+	if brokerKind != kafkatest.Kafka {
+		t.Skip("the embedded broker has no SASL listener")
+	}
+	c := kafkatest.New(t, kafkatest.Config{
+		Props:    map[string]string{"connections.max.reauth.ms": "3000"},
+		Security: &kafkatest.Security{SASLSSL: true, Users: map[string]string{secureUser: securePassword}},
+	})
+	plain := c.Addrs()[0]
+	createTopic(t, plain, "orders", 2)
+	app := startStampApp(t)
+	s := secureKretry{broker: c.SASLSSLAddrs()[0], tls: tlsYAML(c.TLS().CA, "", ""), sasl: true, password: securePassword}
+	metrics := freeAddr(t)
+	cfg := writeSecureConfig(t, s, "orders", app.url(), metrics)
+	run := startKretryEnv(t, "run", s.env(), "run", "-c", cfg)
+	cl := newClient(t, plain)
+	produceValues(t, cl, seq("a", 4)...)
+	app.waitAcked(t, 60*time.Second, seq("a", 4), func() { run.mustRun(t) })
+	if err := c.AddSCRAMUser(context.Background(), secureUser, "R0tated-pw-do-not-print-77a1"); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	produceValues(t, cl, seq("b", 4)...)
+	var exited bool
+	poll(90*time.Second, func() bool { exited = run.exited(); return exited })
+	code, ready := -1, 0
+	if exited {
+		code = run.cmd.ProcessState.ExitCode()
+	} else if resp, err := http.Get("http://" + metrics + "/readyz"); err == nil {
+		ready = resp.StatusCode
+		resp.Body.Close()
+	}
+	delivered := 0
+	for _, v := range seq("b", 4) {
+		if !app.when(v).IsZero() {
+			delivered++
+		}
+	}
+	out := run.stderr.String()
+	saslLines := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "SASL") || strings.Contains(l, "sasl") || strings.Contains(l, "uthentication") {
+			saslLines++
+		}
+	}
+	t.Logf("%v after the rotation: exited %v (code %d), /readyz %d, b records delivered %d/4, log lines naming SASL/authentication %d",
+		time.Since(rotated).Round(time.Second), exited, code, ready, delivered, saslLines)
+	for _, pw := range []string{securePassword, "R0tated-pw-do-not-print-77a1"} {
+		if strings.Contains(out+run.stdout.String(), pw) {
+			t.Errorf("kretry's output shows a SASL password")
+		}
+	}
+	last := out
+	if i := strings.LastIndex(out, "\n"); i > 0 {
+		if j := strings.LastIndex(out[:i], "\n"); j > 0 {
+			last = out[j:]
+		}
+	}
+	t.Logf("last log line: %s", strings.TrimSpace(last))
+	if !exited {
+		t.Errorf("kretry kept running %v with a password the cluster no longer accepts, /readyz %d: it should stop with an error naming SASL authentication, so that it is restarted with the new secret", time.Since(rotated).Round(time.Second), ready)
+	} else if code != 1 || !strings.Contains(out, "SASL authentication failed") {
+		t.Errorf("kretry exited %d; want 1 with \"SASL authentication failed\"", code)
 	}
 }

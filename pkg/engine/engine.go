@@ -64,6 +64,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
@@ -175,6 +176,8 @@ type Options struct {
 
 	// txnTimeout, set by tests, replaces transactionTimeout.
 	txnTimeout time.Duration
+	// authLimit, set by tests, replaces authFailureLimit.
+	authLimit time.Duration
 	// beforeEnd, set by tests, runs after a transaction's moves are
 	// flushed and before it ends.
 	beforeEnd func()
@@ -195,6 +198,9 @@ type Engine struct {
 	admCl *kgo.Client
 	// copts build sess, again after a reset (see resetSession).
 	copts []kgo.Opt
+	// authFirst and authLast are when the brokers' refusals of our SASL
+	// authentication began and were last seen (see authFailing).
+	authFirst, authLast time.Time
 	// lastReset is when the session was last rebuilt; resetPause the pause
 	// before the last rebuild (see resetSession).
 	lastReset  time.Time
@@ -281,6 +287,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.txnTimeout <= 0 {
 		opts.txnTimeout = transactionTimeout
+	}
+	if opts.authLimit <= 0 {
+		opts.authLimit = authFailureLimit
 	}
 	switch opts.Ordering {
 	case "":
@@ -452,7 +461,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.sess.AllowRebalance()
 			continue
 		}
-		var fenced error
+		var fenced, authErr error
 		fetches.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
@@ -461,11 +470,18 @@ func (e *Engine) Run(ctx context.Context) error {
 				fenced = err
 				return
 			}
+			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+				authErr = err
+			}
 			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 		})
 		if fenced != nil {
 			e.sess.AllowRebalance()
 			return e.fenced(fenced)
+		}
+		if err := e.authFailing(authErr, time.Now()); err != nil {
+			e.sess.AllowRebalance()
+			return err
 		}
 
 		e.mu.Lock()

@@ -199,3 +199,44 @@ func (e *Engine) leaveStatic(memberID string) {
 			"instance_id", e.opts.InstanceID, "err", err)
 	}
 }
+
+// ErrAuthFailed is wrapped by the error Run returns when the brokers have
+// refused the client's SASL authentication for authFailureLimit without a
+// break: the credentials were changed on the cluster (a password rotated
+// while running), and only a restart with the new ones helps.
+var ErrAuthFailed = errors.New("SASL authentication failed")
+
+// authFailureLimit is how long the brokers may refuse our SASL
+// authentication, each refusal within authFailureGap of the one before,
+// before Run gives up. A refusal can be passing (a broker still loading the
+// credentials); refusals for half a minute are not. franz-go retries a
+// failed connection or group join within a few seconds (its backoff is at
+// most 2.5s), so a gap of authFailureGap without one means the refusals
+// stopped.
+const (
+	authFailureLimit = 30 * time.Second
+	authFailureGap   = 10 * time.Second
+)
+
+// authFailing tracks the fetch errors that are SASL authentication
+// failures (err, nil when the last poll had none) and returns a fatal error
+// once they have gone on for Options.authLimit.
+func (e *Engine) authFailing(err error, now time.Time) error {
+	if err == nil {
+		if !e.authLast.IsZero() && now.Sub(e.authLast) > authFailureGap {
+			e.authFirst, e.authLast = time.Time{}, time.Time{}
+		}
+		return nil
+	}
+	if e.authFirst.IsZero() || now.Sub(e.authLast) > authFailureGap {
+		e.authFirst = now
+		e.log.Warn("the brokers refuse the client's SASL authentication (was the password changed on the cluster?); giving up if it goes on",
+			"after", e.opts.authLimit, "err", err)
+	}
+	e.authLast = now
+	if d := now.Sub(e.authFirst); d >= e.opts.authLimit {
+		return fmt.Errorf("engine: %w: the brokers have refused the client's credentials for %v (changed on the cluster?): %w",
+			ErrAuthFailed, d.Round(time.Second), err)
+	}
+	return nil
+}

@@ -186,6 +186,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	for i, e := range s.Engines {
 		wg.Go(func() {
 			if err := e.Run(rctx); err != nil {
+				if errors.Is(err, engine.ErrAuthFailed) {
+					err = fmt.Errorf("%w; check kafka.sasl.username (%q) and kafka.sasl.password (KRETRY_KAFKA__SASL__PASSWORD): a password changed on the cluster takes a restart with the new one",
+						err, cfg.Kafka.SASL.Username)
+				}
 				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, err)
 				cancel() // one fatal engine stops the process: let the orchestrator restart it
 			}
