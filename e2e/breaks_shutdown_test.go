@@ -30,9 +30,12 @@ func TestSigtermWhileStarting(t *testing.T) {
 	_, addr := startBroker(t)
 	createTopic(t, addr, "orders", 3)
 	app := startStampApp(t)
-	for i, after := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
+	for i, after := range []time.Duration{0, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
 		cfg := identityConfig(t, addr, app.url())
 		p := startKretryEnv(t, fmt.Sprintf("run#%d", i), []string{fmt.Sprintf("KRETRY_KAFKA__INSTANCE_ID=start-%d", i)}, "run", "-c", cfg)
+		// A signal before main installs its handler kills the process
+		// (nothing has started): count from the first log line.
+		waitFor(t, 30*time.Second, "kretry starting", func() bool { return strings.Contains(p.stderr.String(), "kretry starting") }, func() { p.mustRun(t) })
 		time.Sleep(after)
 		start := time.Now()
 		code := p.stop(t, 30*time.Second)
