@@ -66,13 +66,19 @@ func (e *Engine) fencedOrReset(err error) error {
 }
 
 // instanceTaken reports whether the group lists another member under our
-// instance id. Without an instance id, or when the group cannot be read,
-// it reports false.
+// instance id. Without an instance id, when the group cannot be read, or
+// while our client has no member id (franz-go clears it to rejoin after
+// UNKNOWN_MEMBER_ID, as when a broker outage outlasted our session: the
+// group may list our own new member before the join's answer tells us its
+// id), it reports false.
 func (e *Engine) instanceTaken() bool {
 	if e.opts.InstanceID == "" {
 		return false
 	}
 	ours, _ := e.sess.Client().GroupMetadata()
+	if ours == "" {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	gs, err := e.adm.DescribeGroups(ctx, e.opts.Group)
