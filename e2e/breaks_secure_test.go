@@ -145,3 +145,61 @@ func TestPasswordRotatedWhileRunning(t *testing.T) {
 		t.Errorf("kretry exited %d; want 1 with \"SASL authentication failed\"", code)
 	}
 }
+
+// TestClientCertificateExpiresWhileRunning: kretry's client certificate
+// (SSL listener, client certificate required) expires while it runs, and
+// the broker restarts, so every connection makes a new handshake. Renewed
+// on disk in time (as cert-manager does), the new certificate is used: the
+// records are delivered. Not renewed, kretry must not retry forever while
+// /readyz says ready: it exits 1 naming kafka.tls.cert_file once the
+// broker has refused the certificate for 30s.
+func TestClientCertificateExpiresWhileRunning(t *testing.T) {
+	if brokerKind != kafkatest.Kafka {
+		t.Skip("the embedded broker has no TLS listener")
+	}
+	c := kafkatest.New(t, kafkatest.Config{Security: &kafkatest.Security{SSL: true}})
+	plain := c.Addrs()[0]
+	createTopic(t, plain, "orders", 2)
+	for _, renew := range []bool{true, false} {
+		name := map[bool]string{true: "renewed", false: "not renewed"}[renew]
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			expiry := time.Now().Add(20 * time.Second)
+			cert, key, err := c.WriteClientCert(dir, time.Now().Add(-time.Hour), expiry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			app := startStampApp(t)
+			s := secureKretry{broker: c.SSLAddrs()[0], tls: tlsYAML(c.TLS().CA, cert, key)}
+			cfg := writeSecureConfig(t, s, "orders", app.url(), "")
+			run := startKretryEnv(t, "run", nil, "run", "-c", cfg)
+			cl := newClient(t, plain)
+			a := seq("a"+name[:1], 4)
+			produceValues(t, cl, a...)
+			app.waitAcked(t, 60*time.Second, a, func() { run.mustRun(t) })
+			if renew {
+				if _, _, err := c.WriteClientCert(dir, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Until(expiry) + time.Second)
+			if err := c.Restart(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			b := seq("b"+name[:1], 4)
+			produceValues(t, newClient(t, plain), b...)
+			if renew {
+				app.waitAcked(t, 90*time.Second, b, func() { run.mustRun(t) })
+				if code := run.stop(t, 20*time.Second); code != 0 {
+					t.Errorf("exit %d after SIGTERM, want 0", code)
+				}
+				return
+			}
+			code := run.wait(t, 120*time.Second)
+			out := run.stderr.String()
+			if code != 1 || !strings.Contains(out, "TLS: the broker refused the client certificate") || !strings.Contains(out, "kafka.tls.cert_file") {
+				t.Errorf("exit %d; want 1 with the refused client certificate and kafka.tls.cert_file named", code)
+			}
+		})
+	}
+}

@@ -64,7 +64,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
@@ -198,8 +197,8 @@ type Engine struct {
 	admCl *kgo.Client
 	// copts build sess, again after a reset (see resetSession).
 	copts []kgo.Opt
-	// authFirst and authLast are when the brokers' refusals of our SASL
-	// authentication began and were last seen (see authFailing).
+	// authFirst and authLast are when the brokers' refusals of our
+	// credentials began and were last seen (see authFailing).
 	authFirst, authLast time.Time
 	// lastReset is when the session was last rebuilt; resetPause the pause
 	// before the last rebuild (see resetSession).
@@ -470,7 +469,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				fenced = err
 				return
 			}
-			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			if credentialsRefused(err) {
 				authErr = err
 			}
 			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)

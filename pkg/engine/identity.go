@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -207,26 +208,46 @@ func (e *Engine) leaveStatic(memberID string) {
 }
 
 // ErrAuthFailed is wrapped by the error Run returns when the brokers have
-// refused the client's SASL authentication for authFailureLimit without a
-// break: the credentials were changed on the cluster (a password rotated
-// while running), and only a restart with the new ones helps.
-var ErrAuthFailed = errors.New("SASL authentication failed")
+// refused the client's credentials — its SASL authentication or its TLS
+// client certificate — for authFailureLimit without a break: they were
+// changed on the cluster (a password rotated) or expired (a certificate)
+// while the engine ran, and only new ones help.
+var ErrAuthFailed = errors.New("the brokers refuse the client's credentials")
 
-// authFailureLimit is how long the brokers may refuse our SASL
-// authentication, each refusal within authFailureGap of the one before,
-// before Run gives up. A refusal can be passing (a broker still loading the
-// credentials); refusals for half a minute are not. franz-go retries a
-// failed connection or group join within a few seconds (its backoff is at
-// most 2.5s), so a gap of authFailureGap without one means the refusals
-// stopped.
+// authFailureLimit is how long the brokers may refuse our credentials,
+// each refusal within authFailureGap of the one before, before Run gives
+// up. A refusal can be passing (a broker still loading the credentials);
+// refusals for half a minute are not. franz-go retries a failed connection
+// or group join within a few seconds (its group backoff grows to 5s), so a
+// gap of authFailureGap without one means the refusals stopped.
 const (
 	authFailureLimit = 30 * time.Second
 	authFailureGap   = 10 * time.Second
 )
 
-// authFailing tracks the fetch errors that are SASL authentication
-// failures (err, nil when the last poll had none) and returns a fatal error
-// once they have gone on for Options.authLimit.
+// credentialsRefused reports whether err is the brokers refusing our SASL
+// authentication or our TLS client certificate (a TLS alert about it, in
+// crypto/tls's words: "unknown certificate" is certificate_unknown, which
+// Kafka sends for an expired one).
+func credentialsRefused(err error) bool {
+	if errors.Is(err, kerr.SaslAuthenticationFailed) {
+		return true
+	}
+	s := err.Error()
+	if !strings.Contains(s, "remote error: tls: ") {
+		return false
+	}
+	for _, a := range []string{"bad certificate", "unknown certificate", "expired certificate", "revoked certificate", "unsupported certificate", "certificate required"} {
+		if strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// authFailing tracks the fetch errors that are refusals of our credentials
+// (err, nil when the last poll had none) and returns a fatal error once
+// they have gone on for Options.authLimit.
 func (e *Engine) authFailing(err error, now time.Time) error {
 	if err == nil {
 		if !e.authLast.IsZero() && now.Sub(e.authLast) > authFailureGap {
@@ -236,13 +257,16 @@ func (e *Engine) authFailing(err error, now time.Time) error {
 	}
 	if e.authFirst.IsZero() || now.Sub(e.authLast) > authFailureGap {
 		e.authFirst = now
-		e.log.Warn("the brokers refuse the client's SASL authentication (was the password changed on the cluster?); giving up if it goes on",
+		e.log.Warn("the brokers refuse the client's credentials (a password changed on the cluster? a certificate expired?); giving up if it goes on",
 			"after", e.opts.authLimit, "err", err)
 	}
 	e.authLast = now
 	if d := now.Sub(e.authFirst); d >= e.opts.authLimit {
-		return fmt.Errorf("engine: %w: the brokers have refused the client's credentials for %v (changed on the cluster?): %w",
-			ErrAuthFailed, d.Round(time.Second), err)
+		what := "TLS: the broker refused the client certificate"
+		if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			what = "SASL authentication failed"
+		}
+		return fmt.Errorf("engine: %s for %v (%w): %w", what, d.Round(time.Second), ErrAuthFailed, err)
 	}
 	return nil
 }

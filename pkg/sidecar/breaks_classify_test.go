@@ -71,3 +71,35 @@ func writeCert(t *testing.T, dir string, notBefore, notAfter time.Time) (cert, k
 	}
 	return cert, key
 }
+
+// TestClientCertificateReloaded: a client certificate renewed on disk is
+// the one the next handshake presents; a pair that does not load (half
+// written) keeps the last good one. Before, the pair was read once at
+// start, and a renewed certificate took a restart.
+func TestClientCertificateReloaded(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	k := &config.Kafka{ClientID: "kretry"}
+	k.TLS.Enabled, k.TLS.CertFile, k.TLS.KeyFile = true, cert, key
+	r, err := newCertReloader(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := r.get(nil)
+	time.Sleep(10 * time.Millisecond) // a later modification time
+	writeCert(t, dir, time.Now().Add(-time.Hour), time.Now().Add(48*time.Hour))
+	second, _ := r.get(nil)
+	if string(second.Certificate[0]) == string(first.Certificate[0]) {
+		t.Fatal("the renewed certificate was not read")
+	}
+	if err := os.WriteFile(key, []byte("half written"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := r.get(nil)
+	if string(third.Certificate[0]) != string(second.Certificate[0]) {
+		t.Error("a pair that does not load replaced the last good one")
+	}
+	if _, err := ClientOpts(k, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("ClientOpts accepted a key file that does not load: the start must refuse it")
+	}
+}
