@@ -16,6 +16,7 @@ import (
 // certificate does not list each make `kretry run` exit 1 within 15s with
 // the README's error for it.
 func TestSecureStartErrors(t *testing.T) {
+	t.Parallel()
 	if brokerKind != kafkatest.Kafka {
 		t.Skip("the embedded broker has no TLS listener")
 	}
@@ -81,6 +82,7 @@ func TestSecureStartErrors(t *testing.T) {
 // connections re-authenticate every 3s, connections.max.reauth.ms). kretry
 // cannot know the new password; what it does is observed here.
 func TestPasswordRotatedWhileRunning(t *testing.T) {
+	t.Parallel()
 	if brokerKind != kafkatest.Kafka {
 		t.Skip("the embedded broker has no SASL listener")
 	}
@@ -154,6 +156,7 @@ func TestPasswordRotatedWhileRunning(t *testing.T) {
 // /readyz says ready: it exits 1 naming kafka.tls.cert_file once the
 // broker has refused the certificate for 30s.
 func TestClientCertificateExpiresWhileRunning(t *testing.T) {
+	t.Parallel()
 	if brokerKind != kafkatest.Kafka {
 		t.Skip("the embedded broker has no TLS listener")
 	}

@@ -72,8 +72,9 @@ func TestSigtermWhileJoiningLeavesNoGhost(t *testing.T) {
 	a := startKretryEnv(t, "a", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-a"}, "run", "-c", cfg)
 	produceValues(t, cl, seq("a", 8)...)
 	app.waitAcked(t, 60*time.Second, seq("a", 8), func() { a.mustRun(t) })
-	for i, after := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond, 140 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
+	for i, after := range []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond, 140 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
 		b := startKretryEnv(t, fmt.Sprintf("b#%d", i), []string{"KRETRY_KAFKA__INSTANCE_ID=pod-b"}, "run", "-c", cfg)
+		waitFor(t, 30*time.Second, "kretry starting", func() bool { return strings.Contains(b.stderr.String(), "kretry starting") }, func() { b.mustRun(t) })
 		time.Sleep(after)
 		if code := b.stop(t, 30*time.Second); code != 0 {
 			t.Errorf("b#%d exited %d after SIGTERM, want 0", i, code)
@@ -84,10 +85,10 @@ func TestSigtermWhileJoiningLeavesNoGhost(t *testing.T) {
 		produceValues(t, cl, vs...)
 		last := app.waitAcked(t, 90*time.Second, vs, func() { a.mustRun(t) })
 		took := last.Sub(stop)
-		t.Logf("broker %s: SIGTERM %v after b's start (b assigned before it: %v); a delivered every partition %v after b's exit",
+		t.Logf("broker %s: SIGTERM %v after b's first log line (b assigned before it: %v); a delivered every partition %v after b's exit",
 			brokerKind, after, joined, took.Round(time.Millisecond))
 		if took > 15*time.Second {
-			t.Errorf("SIGTERM %v after b's start: records waited %v: b's static member stayed in the group after its exit (session timeout 45s)", after, took.Round(time.Millisecond))
+			t.Errorf("SIGTERM %v after b's first log line: records waited %v: b's static member stayed in the group after its exit (session timeout 45s)", after, took.Round(time.Millisecond))
 		}
 	}
 }
