@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -161,5 +163,100 @@ func TestInstanceIDEdges(t *testing.T) {
 		if code := p.stop(t, 20*time.Second); code != 0 {
 			t.Errorf("instance id %q: exit %d after SIGTERM, want 0", id, code)
 		}
+	}
+}
+
+// TestKillThenRestartUnderAnotherID: kill -9 of `kretry run`, then a new
+// instance under a different kafka.instance_id (a Deployment's pod replaced
+// by one with another name). The dead static member keeps its partitions
+// until its session timeout (6s here) and then expires; the new instance
+// then delivers everything, the records the dead one had in flight
+// included, and a record waiting in a tier is not lost.
+func TestKillThenRestartUnderAnotherID(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 3)
+	app := startStampApp(t, "h-head")
+	cfg := identityConfig(t, addr, app.url(), "  session_timeout: 6s\n")
+	cl := newClient(t, addr)
+	old := startKretryEnv(t, "old", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-old"}, "run", "-c", cfg)
+	produceValues(t, cl, seq("a", 6)...)
+	app.waitAcked(t, 60*time.Second, seq("a", 6), func() { old.mustRun(t) })
+	produceValues(t, cl, "h-head", "h-next")
+	prod := startSteadyProducer(t, cl, "s")
+	time.Sleep(300 * time.Millisecond)
+	old.kill(t)
+	killed := time.Now()
+	next := startKretryEnv(t, "new", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-new"}, "run", "-c", cfg)
+	time.Sleep(2 * time.Second)
+	prod.halt()
+	vs := append(prod.values(), "h-head", "h-next")
+	last := app.waitAcked(t, 90*time.Second, vs, func() { next.mustRun(t) })
+	t.Logf("broker %s: the instance under another id delivered everything %v after the kill (session timeout 6s)", brokerKind, last.Sub(killed).Round(time.Millisecond))
+	if app.when("h-next").Before(app.when("h-head")) {
+		t.Errorf("h-next acknowledged before its key's head")
+	}
+	if code := next.stop(t, 20*time.Second); code != 0 {
+		t.Errorf("the new instance exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestDuplicateOfATwoTopicProcess: `kretry run` with two topics, and a
+// duplicate with the same kafka.instance_id and config. The older process
+// stops (exit 1) when its first engine is fenced, which stops its other
+// engine cleanly; that engine's leave must not remove the duplicate's
+// static member of its group: the duplicate goes on delivering both topics
+// without losing its members.
+func TestDuplicateOfATwoTopicProcess(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 2)
+	createTopic(t, addr, "events", 2)
+	app := startStampApp(t)
+	cfg := identityConfig(t, addr, app.url())
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := strings.Replace(string(b), "topics:\n", "topics:\n  - name: events\n    retry: {tiers: [2s], jitter: 0}\n", 1)
+	if err := os.WriteFile(cfg, []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr)
+	env := []string{"KRETRY_KAFKA__INSTANCE_ID=dup2"}
+	first := startKretryEnv(t, "first", env, "run", "-c", cfg)
+	produceValues(t, cl, seq("a", 4)...)
+	app.waitAcked(t, 60*time.Second, seq("a", 4), func() { first.mustRun(t) })
+	second := startKretryEnv(t, "second", env, "run", "-c", cfg)
+	code := first.wait(t, 60*time.Second)
+	if code != 1 || !fencedLine(first) {
+		t.Errorf("the older process exited %d, want 1 with the fenced line", code)
+	}
+	time.Sleep(3 * time.Second)
+	adm := newAdmin(t, addr)
+	for _, g := range []string{"orders-kretry", "events-kretry"} {
+		gs, err := adm.DescribeGroups(context.Background(), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range gs[g].Members {
+			if m.InstanceID != nil && *m.InstanceID == "dup2" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("group %s has %d members with instance id dup2 after the older process stopped, want the duplicate's one", g, n)
+		}
+	}
+	var evs []*kgo.Record
+	for i := range 4 {
+		evs = append(evs, &kgo.Record{Topic: "events", Key: fmt.Appendf(nil, "e%d", i), Value: fmt.Appendf(nil, "ev-%d", i)})
+	}
+	produceSync(t, cl, evs...)
+	produceValues(t, cl, seq("b", 4)...)
+	app.waitAcked(t, 60*time.Second, append(seq("b", 4), "ev-0", "ev-1", "ev-2", "ev-3"), func() { second.mustRun(t) })
+	if strings.Contains(second.stderr.String(), "partitions lost") {
+		t.Errorf("the duplicate lost its partitions after the older process stopped")
 	}
 }

@@ -75,6 +75,7 @@ type Cluster struct {
 	id    string // cluster id, shared by the nodes' storage
 	nodes []*node
 	tls   TLSFiles // with cfg.Security
+	ca    *ca      // signed tls's certificates (WriteClientCert)
 }
 
 type node struct {

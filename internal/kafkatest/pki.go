@@ -68,6 +68,11 @@ func newCA(cn string) (*ca, error) {
 // name 127.0.0.1, ::1 and localhost and may serve and dial (the brokers);
 // the others may only dial.
 func (a *ca) leaf(cn string, server bool) (certDER []byte, key *ecdsa.PrivateKey, err error) {
+	return a.leafValid(cn, server, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// leafValid is leaf with the validity period [notBefore, notAfter].
+func (a *ca) leafValid(cn string, server bool, notBefore, notAfter time.Time) (certDER []byte, key *ecdsa.PrivateKey, err error) {
 	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -75,8 +80,8 @@ func (a *ca) leaf(cn string, server bool) (certDER []byte, key *ecdsa.PrivateKey
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"kretry tests"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
@@ -110,14 +115,16 @@ func pemKey(key *ecdsa.PrivateKey) ([]byte, error) {
 
 // writePKI makes a CA, a broker certificate and a client certificate and
 // writes them under dir.
-func writePKI(dir string) (TLSFiles, error) {
+func writePKI(dir string) (TLSFiles, *ca, error) {
 	f := TLSFiles{
 		CA:             filepath.Join(dir, "ca.pem"),
 		ClientCert:     filepath.Join(dir, "client.pem"),
 		ClientKey:      filepath.Join(dir, "client-key.pem"),
 		brokerKeyStore: filepath.Join(dir, "broker-keystore.pem"),
 	}
-	fail := func(err error) (TLSFiles, error) { return TLSFiles{}, fmt.Errorf("kafkatest: test PKI: %w", err) }
+	fail := func(err error) (TLSFiles, *ca, error) {
+		return TLSFiles{}, nil, fmt.Errorf("kafkatest: test PKI: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail(err)
 	}
@@ -155,7 +162,7 @@ func writePKI(dir string) (TLSFiles, error) {
 			return fail(err)
 		}
 	}
-	return f, nil
+	return f, a, nil
 }
 
 // WriteCAFile writes the certificate of a new self-signed CA, which signed
@@ -171,4 +178,30 @@ func WriteCAFile(dir, name string) (string, error) {
 		return "", fmt.Errorf("kafkatest: %w", err)
 	}
 	return path, nil
+}
+
+// WriteClientCert writes a client certificate signed by the cluster's CA,
+// valid from notBefore to notAfter (in the past for an expired one), and
+// its key to dir, and returns their paths: for tests of a certificate the
+// brokers must refuse although they trust its CA.
+func (c *Cluster) WriteClientCert(dir string, notBefore, notAfter time.Time) (cert, key string, err error) {
+	if c.ca == nil {
+		return "", "", fmt.Errorf("kafkatest: the cluster has no TLS listener (Config.Security)")
+	}
+	der, k, err := c.ca.leafValid("kafkatest-client", false, notBefore, notAfter)
+	if err != nil {
+		return "", "", fmt.Errorf("kafkatest: %w", err)
+	}
+	kb, err := pemKey(k)
+	if err != nil {
+		return "", "", fmt.Errorf("kafkatest: %w", err)
+	}
+	cert, key = filepath.Join(dir, "client-cert.pem"), filepath.Join(dir, "client-key.pem")
+	if err := os.WriteFile(cert, pemCert(der), 0o600); err != nil {
+		return "", "", fmt.Errorf("kafkatest: %w", err)
+	}
+	if err := os.WriteFile(key, kb, 0o600); err != nil {
+		return "", "", fmt.Errorf("kafkatest: %w", err)
+	}
+	return cert, key, nil
 }

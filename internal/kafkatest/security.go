@@ -155,11 +155,11 @@ func (c *Cluster) setUpSecurity() error {
 	if c.cfg.Security.ports() == 0 {
 		return nil
 	}
-	f, err := writePKI(filepath.Join(c.dir, "tls"))
+	f, a, err := writePKI(filepath.Join(c.dir, "tls"))
 	if err != nil {
 		return err
 	}
-	c.tls = f
+	c.tls, c.ca = f, a
 	return nil
 }
 

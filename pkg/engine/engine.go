@@ -175,6 +175,8 @@ type Options struct {
 
 	// txnTimeout, set by tests, replaces transactionTimeout.
 	txnTimeout time.Duration
+	// authLimit, set by tests, replaces authFailureLimit.
+	authLimit time.Duration
 	// beforeEnd, set by tests, runs after a transaction's moves are
 	// flushed and before it ends.
 	beforeEnd func()
@@ -195,8 +197,13 @@ type Engine struct {
 	admCl *kgo.Client
 	// copts build sess, again after a reset (see resetSession).
 	copts []kgo.Opt
-	// lastReset is when the session was last rebuilt.
-	lastReset time.Time
+	// authFirst and authLast are when the brokers' refusals of our
+	// credentials began and were last seen (see authFailing).
+	authFirst, authLast time.Time
+	// lastReset is when the session was last rebuilt; resetPause the pause
+	// before the last rebuild (see resetSession).
+	lastReset  time.Time
+	resetPause time.Duration
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -279,6 +286,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.txnTimeout <= 0 {
 		opts.txnTimeout = transactionTimeout
+	}
+	if opts.authLimit <= 0 {
+		opts.authLimit = authFailureLimit
 	}
 	switch opts.Ordering {
 	case "":
@@ -451,7 +461,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.sess.AllowRebalance()
 			continue
 		}
-		var fenced error
+		var fenced, authErr error
 		fetches.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
@@ -460,11 +470,18 @@ func (e *Engine) Run(ctx context.Context) error {
 				fenced = err
 				return
 			}
+			if credentialsRefused(err) {
+				authErr = err
+			}
 			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 		})
 		if fenced != nil {
 			e.sess.AllowRebalance()
 			return e.fenced(fenced)
+		}
+		if err := e.authFailing(authErr, time.Now()); err != nil {
+			e.sess.AllowRebalance()
+			return err
 		}
 
 		e.mu.Lock()
@@ -480,7 +497,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
 				e.sess.AllowRebalance()
 				if errors.Is(err, errSessionReset) {
-					if err = e.resetSession(err); err == nil {
+					if err = e.resetSession(ctx, err); err == nil {
 						continue
 					}
 				}

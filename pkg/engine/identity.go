@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,13 +67,19 @@ func (e *Engine) fencedOrReset(err error) error {
 }
 
 // instanceTaken reports whether the group lists another member under our
-// instance id. Without an instance id, or when the group cannot be read,
-// it reports false.
+// instance id. Without an instance id, when the group cannot be read, or
+// while our client has no member id (franz-go clears it to rejoin after
+// UNKNOWN_MEMBER_ID, as when a broker outage outlasted our session: the
+// group may list our own new member before the join's answer tells us its
+// id), it reports false.
 func (e *Engine) instanceTaken() bool {
 	if e.opts.InstanceID == "" {
 		return false
 	}
 	ours, _ := e.sess.Client().GroupMetadata()
+	if ours == "" {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	gs, err := e.adm.DescribeGroups(ctx, e.opts.Group)
@@ -90,10 +97,17 @@ func (e *Engine) instanceTaken() bool {
 // resetSession replaces the group transact session after errSessionReset:
 // the old one closes (a static member does not leave, so the new one takes
 // its partitions back at once), every partition's state is dropped, and the
-// records after the last commit are delivered again. Two resets within a
-// minute end Run instead: a producer that keeps being fenced has a twin
-// (the same transactional id without static membership to tell).
-func (e *Engine) resetSession(cause error) error {
+// records after the last commit are delivered again.
+//
+// Whether another process took our identity over is asked of the group
+// (instanceTaken), with static membership. Without it the group cannot
+// tell, and two resets within a minute end Run: a producer that keeps being
+// fenced has a twin (the same transactional id). With it, repeated resets
+// mean a broker outage that outlasts a session (a coordinator down for
+// longer than the transaction timeout, moving twice in a rolling restart):
+// they go on, each a little later than the one before (resetBackoff), ctx
+// permitting.
+func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// A producer that cannot go on may have been fenced by a duplicate
 	// whose member joined after our last End's TxnOffsetCommit: the End
 	// then fails without saying "fenced" (an epoch bumped under it) and
@@ -108,13 +122,27 @@ func (e *Engine) resetSession(cause error) error {
 		}
 		return e.fenced(why)
 	}
+	var pause time.Duration
 	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
-		return e.fenced(cause)
+		if e.opts.InstanceID == "" {
+			return e.fenced(cause)
+		}
+		e.resetPause = min(max(2*e.resetPause, time.Second), maxResetPause)
+		pause = e.resetPause
+	} else {
+		e.resetPause = 0
+	}
+	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
+		"err", cause, "after", pause)
+	e.lastEndErr = nil
+	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	if pause > 0 {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done(): // a stop cuts the pause short
+		}
 	}
 	e.lastReset = time.Now()
-	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
-		"err", cause)
-	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
 	e.sess.Close()
 	e.mu.Lock()
 	e.resetLocked()
@@ -127,6 +155,10 @@ func (e *Engine) resetSession(cause error) error {
 	e.cl.Store(sess.Client())
 	return nil
 }
+
+// maxResetPause bounds the pause before a session reset that follows
+// another within a minute (see resetSession).
+const maxResetPause = 30 * time.Second
 
 func (e *Engine) fenced(err error) error {
 	return &FencedError{InstanceID: e.opts.InstanceID, TransactionalID: e.opts.TransactionalID, Group: e.opts.Group, Err: err}
@@ -173,4 +205,68 @@ func (e *Engine) leaveStatic(memberID string) {
 		e.log.Warn("leaving the group as static member failed; its partitions move to the other instances after the session timeout",
 			"instance_id", e.opts.InstanceID, "err", err)
 	}
+}
+
+// ErrAuthFailed is wrapped by the error Run returns when the brokers have
+// refused the client's credentials — its SASL authentication or its TLS
+// client certificate — for authFailureLimit without a break: they were
+// changed on the cluster (a password rotated) or expired (a certificate)
+// while the engine ran, and only new ones help.
+var ErrAuthFailed = errors.New("the brokers refuse the client's credentials")
+
+// authFailureLimit is how long the brokers may refuse our credentials,
+// each refusal within authFailureGap of the one before, before Run gives
+// up. A refusal can be passing (a broker still loading the credentials);
+// refusals for half a minute are not. franz-go retries a failed connection
+// or group join within a few seconds (its group backoff grows to 5s), so a
+// gap of authFailureGap without one means the refusals stopped.
+const (
+	authFailureLimit = 30 * time.Second
+	authFailureGap   = 10 * time.Second
+)
+
+// credentialsRefused reports whether err is the brokers refusing our SASL
+// authentication or our TLS client certificate (a TLS alert about it, in
+// crypto/tls's words: "unknown certificate" is certificate_unknown, which
+// Kafka sends for an expired one).
+func credentialsRefused(err error) bool {
+	if errors.Is(err, kerr.SaslAuthenticationFailed) {
+		return true
+	}
+	s := err.Error()
+	if !strings.Contains(s, "remote error: tls: ") {
+		return false
+	}
+	for _, a := range []string{"bad certificate", "unknown certificate", "expired certificate", "revoked certificate", "unsupported certificate", "certificate required"} {
+		if strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// authFailing tracks the fetch errors that are refusals of our credentials
+// (err, nil when the last poll had none) and returns a fatal error once
+// they have gone on for Options.authLimit.
+func (e *Engine) authFailing(err error, now time.Time) error {
+	if err == nil {
+		if !e.authLast.IsZero() && now.Sub(e.authLast) > authFailureGap {
+			e.authFirst, e.authLast = time.Time{}, time.Time{}
+		}
+		return nil
+	}
+	if e.authFirst.IsZero() || now.Sub(e.authLast) > authFailureGap {
+		e.authFirst = now
+		e.log.Warn("the brokers refuse the client's credentials (a password changed on the cluster? a certificate expired?); giving up if it goes on",
+			"after", e.opts.authLimit, "err", err)
+	}
+	e.authLast = now
+	if d := now.Sub(e.authFirst); d >= e.opts.authLimit {
+		what := "TLS: the broker refused the client certificate"
+		if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			what = "SASL authentication failed"
+		}
+		return fmt.Errorf("engine: %s for %v (%w): %w", what, d.Round(time.Second), ErrAuthFailed, err)
+	}
+	return nil
 }

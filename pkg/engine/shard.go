@@ -821,6 +821,18 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 		}
 		e.mu.Unlock()
 		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+		if err != nil {
+			// An End that failed may have returned before rewinding the
+			// consumer to the committed offsets (franz-go returns at once
+			// when its flush or abort of buffered records runs out of
+			// time, as in a broker outage), and left the producer inside
+			// the transaction. The state of those records is dropped
+			// above: without a new session they would be delivered again
+			// only once a new record made the next Begin fail — on a
+			// quiet partition, never. A new session starts at the
+			// committed offsets.
+			return fmt.Errorf("%w: the transaction did not end: %w", errSessionReset, err)
+		}
 		return nil
 	}
 	e.stats.Batches.Add(1)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,6 +46,9 @@ type security struct {
 	tls              bool
 	caFile, certFile string
 	mechanism, user  string
+	// certNotBefore and certNotAfter are the client certificate's
+	// validity (zero without one, or when it does not parse).
+	certNotBefore, certNotAfter time.Time
 }
 
 // NewClients returns the client builder for kafka section k and seed
@@ -54,14 +59,24 @@ func NewClients(k *config.Kafka, brokers []string, log *slog.Logger) (*Clients, 
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{
+	c := &Clients{
 		Brokers: slices.Clone(brokers),
 		opts:    opts,
 		sec: security{
 			tls: k.TLS.Enabled, caFile: k.TLS.CAFile, certFile: k.TLS.CertFile,
 			mechanism: strings.ToLower(k.SASL.Mechanism), user: k.SASL.Username,
 		},
-	}, nil
+	}
+	if k.TLS.Enabled && k.TLS.CertFile != "" {
+		if b, err := os.ReadFile(k.TLS.CertFile); err == nil {
+			if blk, _ := pem.Decode(b); blk != nil {
+				if leaf, err := x509.ParseCertificate(blk.Bytes); err == nil {
+					c.sec.certNotBefore, c.sec.certNotAfter = leaf.NotBefore, leaf.NotAfter
+				}
+			}
+		}
+	}
+	return c, nil
 }
 
 // CommandClients is NewClients for a command that does not run the
@@ -119,11 +134,11 @@ func ClientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 			tc.RootCAs = pool
 		}
 		if k.TLS.CertFile != "" || k.TLS.KeyFile != "" {
-			cert, err := tls.LoadX509KeyPair(k.TLS.CertFile, k.TLS.KeyFile)
+			r, err := newCertReloader(k.TLS.CertFile, k.TLS.KeyFile)
 			if err != nil {
 				return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
 			}
-			tc.Certificates = []tls.Certificate{cert}
+			tc.GetClientCertificate = r.get
 		}
 		opts = append(opts, kgo.Dialer(tlsDialer(tc)))
 	}
@@ -216,4 +231,57 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
+}
+
+// certReloader hands the client certificate to each TLS handshake, read
+// again from its files when they changed since (a certificate renewed on
+// disk, as cert-manager does, is used from the next connection on without a
+// restart). A pair that does not load keeps the last good one.
+type certReloader struct {
+	certFile, keyFile string
+
+	mu    sync.Mutex
+	cert  *tls.Certificate
+	stamp [2]fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	if err := r.load(r.stamps()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *certReloader) stamps() [2]fileStamp {
+	var out [2]fileStamp
+	for i, f := range []string{r.certFile, r.keyFile} {
+		if fi, err := os.Stat(f); err == nil {
+			out[i] = fileStamp{fi.ModTime(), fi.Size()}
+		}
+	}
+	return out
+}
+
+func (r *certReloader) load(st [2]fileStamp) error {
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return err
+	}
+	r.cert, r.stamp = &cert, st
+	return nil
+}
+
+func (r *certReloader) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.stamps(); st != r.stamp {
+		_ = r.load(st) // a half-written pair: keep the last good one, try again next time
+	}
+	return r.cert, nil
 }

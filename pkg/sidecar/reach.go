@@ -143,15 +143,19 @@ func (s security) classify(addr, key string, err error) *SecurityError {
 		return &SecurityError{What: what, Addr: addr, Key: key, Hint: fmt.Sprintf(hint, args...), Err: err}
 	}
 	var (
-		hs         *HandshakeError
-		unknownCA  x509.UnknownAuthorityError
-		hostname   x509.HostnameError
-		invalid    x509.CertificateInvalidError
-		recordHdr  tls.RecordHeaderError
-		firstEOF   *kgo.ErrFirstReadEOF
-		remoteTLS  = strings.Contains(err.Error(), "remote error: tls: ")
+		hs        *HandshakeError
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		recordHdr tls.RecordHeaderError
+		firstEOF  *kgo.ErrFirstReadEOF
+		remoteTLS = strings.Contains(err.Error(), "remote error: tls: ")
+		// crypto/tls's texts of the alerts a broker sends about the
+		// client's certificate ("unknown certificate" is
+		// certificate_unknown, which Java sends for an expired one;
+		// it also prefixes "unknown certificate authority").
 		clientCert = remoteTLS && containsAny(err.Error(), "bad certificate", "certificate required",
-			"unknown certificate authority", "certificate unknown", "unsupported certificate", "access denied")
+			"unknown certificate", "expired certificate", "revoked certificate", "unsupported certificate", "access denied")
 	)
 	switch {
 	case errors.As(err, &unknownCA):
@@ -170,6 +174,12 @@ func (s security) classify(addr, key string, err error) *SecurityError {
 	case clientCert && s.certFile == "":
 		return se("TLS: the broker requires a client certificate",
 			"the listener at %s authenticates clients by certificate (ssl.client.auth=required): set kafka.tls.cert_file and kafka.tls.key_file", addr)
+	case clientCert && !s.certNotAfter.IsZero() && time.Now().After(s.certNotAfter):
+		return se("TLS: the broker refused the client certificate",
+			"kafka.tls.cert_file (%q) expired on %s: renew it", s.certFile, s.certNotAfter.UTC().Format(time.RFC3339))
+	case clientCert && time.Now().Before(s.certNotBefore):
+		return se("TLS: the broker refused the client certificate",
+			"kafka.tls.cert_file (%q) is not valid before %s: check it, and this host's clock", s.certFile, s.certNotBefore.UTC().Format(time.RFC3339))
 	case clientCert:
 		return se("TLS: the broker refused the client certificate",
 			"check kafka.tls.cert_file (%q) and kafka.tls.key_file: the broker must trust the CA that signed the certificate", s.certFile)

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
@@ -213,6 +214,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	for i, e := range s.Engines {
 		wg.Go(func() {
 			if err := e.Run(rctx); err != nil {
+				switch {
+				case errors.Is(err, engine.ErrAuthFailed) && errors.Is(err, kerr.SaslAuthenticationFailed):
+					err = fmt.Errorf("%w; check kafka.sasl.username (%q) and kafka.sasl.password (KRETRY_KAFKA__SASL__PASSWORD): a password changed on the cluster takes a restart with the new one",
+						err, cfg.Kafka.SASL.Username)
+				case errors.Is(err, engine.ErrAuthFailed):
+					err = fmt.Errorf("%w; check kafka.tls.cert_file (%q) and kafka.tls.key_file: renew the certificate (a renewed file is read at the next connection)",
+						err, cfg.Kafka.TLS.CertFile)
+				}
 				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, err)
 				cancel() // one fatal engine stops the process: let the orchestrator restart it
 			}
