@@ -14,10 +14,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/check"
 	"github.com/kretry/kretry/internal/kafkatest"
-	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 	"github.com/kretry/kretry/retrytopics"
 )
 

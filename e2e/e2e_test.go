@@ -18,7 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/internal/check"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -374,7 +374,7 @@ func TestRunAppDownThenUp(t *testing.T) {
 // TestKillDashNineMidStream SIGKILLs `kretry run` while it delivers,
 // restarts it with the same config (so the same transactional id fences
 // and aborts what the first left open) and checks conservation with
-// pkg/check: every produced record acknowledged or dead-lettered, and no
+// internal/check: every produced record acknowledged or dead-lettered, and no
 // DLQ duplicate. It runs with ordering key (the default: parking and its
 // restore on assignment are in play) and with ordering none.
 func TestKillDashNineMidStream(t *testing.T) {

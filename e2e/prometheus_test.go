@@ -21,9 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // TestPrometheus has a real Prometheus scrape kretry's /metrics every

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/lag"
-	"github.com/kretry/kretry/pkg/broker"
 )
 
 // cluster is one broker for a test: a fresh embedded broker, or in the

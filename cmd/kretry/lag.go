@@ -13,9 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/lag"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // cmdLag is `kretry lag -c FILE [--json] [--watch [--interval D]]`: one

@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // cmdParking is `kretry parking release`: it writes an operator release op

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/parking"
-	"github.com/kretry/kretry/pkg/broker"
 )
 
 // TestParkingReleaseFindsThePartition: the key is parked on partition 2,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kretry/kretry/pkg/demo"
+	"github.com/kretry/kretry/internal/demo"
 )
 
 func readme(t *testing.T) string {

@@ -9,11 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/internal/demo"
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/demo"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // Exit statuses.

@@ -15,10 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
 )
 
-// benchBroker is one embedded broker (pkg/broker, kfake, in memory) for one
+// benchBroker is one embedded broker (internal/broker, kfake, in memory) for one
 // run. By default it runs in a child process of this binary, so that the
 // CPU figures of the peers (getrusage of this process) do not include the
 // broker's own work; its CPU is read from /proc/<pid>/stat and reported

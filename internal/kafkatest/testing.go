@@ -12,7 +12,7 @@ import (
 type Kind string
 
 const (
-	// Embedded is kretry's embedded broker (franz-go's kfake, pkg/broker).
+	// Embedded is kretry's embedded broker (franz-go's kfake, internal/broker).
 	Embedded Kind = "embedded"
 	// Kafka is Apache Kafka started by this package.
 	Kafka Kind = "kafka"

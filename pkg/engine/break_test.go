@@ -25,7 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/internal/check"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/retrytopics"

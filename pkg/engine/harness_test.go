@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/kafkatest"
-	"github.com/kretry/kretry/pkg/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )

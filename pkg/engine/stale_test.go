@@ -222,7 +222,7 @@ func tierTopics(e *env) []string {
 // Its timer mode used to wedge: an engine killed inside its JoinGroup kept a
 // partition in the embedded broker forever, so the final engine never got
 // it. That was kfake's defect (DESIGN.md invariant 11), fixed in
-// internal/thirdparty/kfake and pinned by pkg/broker's
+// internal/thirdparty/kfake and pinned by internal/broker's
 // TestMemberKilledInJoinExpires.
 func TestStaleCopyAfterCrash(t *testing.T) {
 	if brokerKind != kafkatest.Embedded {

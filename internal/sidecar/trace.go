@@ -8,8 +8,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/telemetry"
 )
 
 // startTracing returns the tracer provider of the delivery spans and the

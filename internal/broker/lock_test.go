@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
 )
 
 func start(t *testing.T, dir string) (*broker.Broker, error) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/pkg/telemetry"
 )
 
 func scrape(t *testing.T, h http.Handler) string {

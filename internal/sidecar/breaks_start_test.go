@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // TestStopRequestedWhileStarting: a SIGTERM that comes while kretry run is

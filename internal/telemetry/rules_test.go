@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/lag"
-	"github.com/kretry/kretry/pkg/broker"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/pkg/telemetry"
 )
 
 // TestRulesUseExportedNames: every metric the shipped alert rules read is

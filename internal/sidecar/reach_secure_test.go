@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 // TestPingSecured runs the check at start against one Kafka node with a

@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/telemetry"
 )
 
 const (

@@ -20,11 +20,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/pkg/telemetry"
 	"github.com/kretry/kretry/retrytopics"
 )
 

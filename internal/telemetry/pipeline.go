@@ -15,7 +15,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope of the pipeline metrics.
-const ScopeName = "github.com/kretry/kretry/pkg/telemetry"
+const ScopeName = "github.com/kretry/kretry/internal/telemetry"
 
 // Attribute keys of kretry's own, beside the messaging ones. The source
 // topic and the stage are lag.AttrSource and lag.AttrStage.

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 	"github.com/kretry/kretry/retrytopics"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/lag"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/pkg/telemetry"
 )
 
 // observability is the metrics side of a sidecar: the telemetry behind

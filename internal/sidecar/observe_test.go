@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 )
 
 func freePort(t *testing.T) string {

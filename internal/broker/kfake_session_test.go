@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kretry/kretry/pkg/broker"
+	"github.com/kretry/kretry/internal/broker"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope of the sidecar's own metrics.
-const ScopeName = "github.com/kretry/kretry/pkg/sidecar"
+const ScopeName = "github.com/kretry/kretry/internal/sidecar"
 
 // AttrURL is the app.url a dependency metric is about (OpenTelemetry's
 // url.full).

@@ -2,7 +2,7 @@
 // starts the embedded broker, a sample HTTP app that fails some records on
 // purpose, the sidecar with short tiers, produces keyed order records, shows
 // progress and ends with a report checked by the conservation checker
-// (pkg/check).
+// (internal/check).
 //
 // The sample app decides by a hash of the record's ce-id, so the same record
 // behaves the same on every attempt:
@@ -31,11 +31,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/pkg/broker"
-	"github.com/kretry/kretry/pkg/check"
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/internal/check"
+	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/sidecar"
 	"github.com/kretry/kretry/retrytopics"
 )
 
