@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		h, err := delivery.NewHTTP(delivery.HTTPConfig{
 			URL:         cfg.App.URL,
 			Timeout:     cfg.App.Timeout,
-			MaxInFlight: cfg.App.MaxInFlight,
+			MaxInFlight: cfg.App.MaxInFlight.Ceiling(),
 			CEType:      cfg.App.CEType,
 		})
 		if err != nil {
@@ -188,7 +188,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 			InstanceID:      instance,
 			Deliverer:       telemetry.TraceDeliveries(d, tp, t.Group, statuses),
 			Statuses:        &statuses,
-			MaxInFlight:     cfg.App.MaxInFlight,
+			MaxInFlight:     cfg.App.MaxInFlight.Ceiling(),
 			DeliveryTimeout: cfg.App.Timeout,
 			FetchMaxWait:    cfg.Kafka.FetchMaxWait,
 			CreateSource:    createSource,
