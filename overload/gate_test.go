@@ -1,0 +1,389 @@
+package overload
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func breakerConfig() BreakerConfig {
+	return BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 8 * time.Second, Probes: 3}
+}
+
+func newTestGate(t *testing.T, cfg Config) (*Gate, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 8
+	}
+	g := New(cfg)
+	g.breaker.rand = func() float64 { return 0 } // no jitter: exact waits
+	return g, &buf
+}
+
+func fail(key string) Outcome {
+	return Outcome{Class: Transient, Key: key, ID: "orders/0/" + key, Answer: "503", Message: "status 503: busy"}
+}
+
+func success(key string) Outcome { return Outcome{Class: OK, Key: key, ID: "orders/0/" + key} }
+
+func notFound(key string) Outcome {
+	return Outcome{Class: Permanent, Key: key, ID: "orders/0/" + key, Answer: "404", Message: "status 404: no such route"}
+}
+
+// deliver admits one delivery at now and reports o for it.
+func deliver(t *testing.T, g *Gate, now time.Time, retry bool, o Outcome) Verdict {
+	t.Helper()
+	tk, admitted := g.Admit(now, retry, 0)
+	if !admitted {
+		t.Fatalf("%v: delivery of %s not admitted (state %v)", now.Sub(t0), o.Key, g.Snapshot(now).State)
+	}
+	return g.Done(now, tk, o)
+}
+
+func TestBreakerOpensWhenManyKeysFail(t *testing.T) {
+	g, log := newTestGate(t, Config{Breaker: breakerConfig()})
+	for i := range 9 {
+		if v := deliver(t, g, t0, false, fail(fmt.Sprint("k", i))); v != Count {
+			t.Fatalf("failure %d before the threshold: %v, want Count (the attempt counts)", i, v)
+		}
+	}
+	if v := deliver(t, g, t0, false, fail("k9")); v != Hold {
+		t.Fatalf("the 10th failure of 10 keys: %v, want Hold", v)
+	}
+	s := g.Snapshot(t0)
+	if s.State != Open || s.Reason != ReasonDependency || s.Opened[ReasonDependency] != 1 {
+		t.Fatalf("snapshot %+v, want open for dependency once", s)
+	}
+	if _, ok := g.Admit(t0.Add(500*time.Millisecond), false, 0); ok {
+		t.Error("admitted a delivery while open")
+	}
+	if !g.Paused(t0, false) || !g.Paused(t0, true) {
+		t.Error("source and tiers not paused while open")
+	}
+	if w, ok := g.Wake(t0); !ok || !w.Equal(t0.Add(time.Second)) {
+		t.Errorf("Wake = %v %v, want %v", w, ok, t0.Add(time.Second))
+	}
+	if n := strings.Count(log.String(), "breaker open"); n != 1 {
+		t.Errorf("%d 'breaker open' lines, want 1:\n%s", n, log)
+	}
+}
+
+func TestBreakerStaysClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  func(i int) Outcome
+	}{
+		{"one key failing again and again", func(int) Outcome { return fail("poison") }},
+		{"a third of the keys failing", func(i int) Outcome {
+			if i%3 == 0 {
+				return fail(fmt.Sprint("k", i))
+			}
+			return success(fmt.Sprint("k", i))
+		}},
+		{"permanent failures", func(i int) Outcome { return notFound(fmt.Sprint("k", i)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
+			for i := range 200 {
+				if v := deliver(t, g, t0.Add(time.Duration(i)*time.Millisecond), false, tc.seq(i)); v != Count {
+					t.Fatalf("delivery %d: %v, want Count", i, v)
+				}
+			}
+			if s := g.Snapshot(t0); s.State != Closed {
+				t.Fatalf("state %v, want closed", s.State)
+			}
+		})
+	}
+}
+
+func openBreaker(t *testing.T, g *Gate) {
+	t.Helper()
+	for i := range 10 {
+		deliver(t, g, t0, false, fail(fmt.Sprint("k", i)))
+	}
+	if s := g.Snapshot(t0); s.State != Open {
+		t.Fatalf("state %v after 10 failures, want open", s.State)
+	}
+}
+
+func TestBreakerProbesThenClosesGradually(t *testing.T) {
+	g, log := newTestGate(t, Config{Breaker: breakerConfig(), MaxInFlight: 6})
+	openBreaker(t, g)
+	at := t0.Add(time.Second)
+	var probes []Ticket
+	for range 3 {
+		tk, ok := g.Admit(at, false, len(probes))
+		if !ok || !tk.probe {
+			t.Fatalf("probe %d not admitted as a probe (%v)", len(probes), ok)
+		}
+		probes = append(probes, tk)
+	}
+	if _, ok := g.Admit(at, false, 3); ok {
+		t.Fatal("a 4th delivery admitted while probing with 3 probes")
+	}
+	for i, tk := range probes {
+		if v := g.Done(at, tk, success(fmt.Sprint("p", i))); v != Count {
+			t.Fatalf("probe %d succeeded: %v, want Count", i, v)
+		}
+	}
+	if s := g.Snapshot(at); s.State != Closed || s.Limit != 3 {
+		t.Fatalf("after the probes: %+v, want closed with limit 3 (slow start)", s)
+	}
+	if _, ok := g.Admit(at, false, 3); ok {
+		t.Error("slow start: a 4th concurrent delivery admitted right after closing")
+	}
+	for i := range 3 { // each success widens the limit by one, up to MaxInFlight
+		deliver(t, g, at, false, success(fmt.Sprint("r", i)))
+	}
+	if s := g.Snapshot(at); s.Limit != 6 {
+		t.Errorf("limit %d after 3 successes, want 6 (MaxInFlight)", s.Limit)
+	}
+	if _, ok := g.Admit(at, false, 5); !ok {
+		t.Error("not back to MaxInFlight after the slow start")
+	}
+	for _, want := range []string{"breaker probing", "breaker closed"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestBreakerWaitDoublesPerFailedRound(t *testing.T) {
+	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
+	openBreaker(t, g)
+	at := t0
+	for _, want := range []time.Duration{2, 4, 8, 8} { // Wait 1s doubling, MaxWait 8s
+		at = at.Add(g.breaker.until.Sub(at))
+		tk, ok := g.Admit(at, false, 0)
+		if !ok {
+			t.Fatalf("no probe at %v", at.Sub(t0))
+		}
+		if v := g.Done(at, tk, fail("probe")); v != Hold {
+			t.Fatalf("a failed probe: %v, want Hold (no attempt consumed)", v)
+		}
+		if got := g.breaker.until.Sub(at); got != want*time.Second {
+			t.Errorf("wait after a failed round: %v, want %v", got, want*time.Second)
+		}
+	}
+	// A delivery in flight from before the opening holds too.
+	if v := g.Done(at, Ticket{}, fail("late")); v != Hold {
+		t.Errorf("late failure while open: %v, want Hold", v)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	guard := GuardConfig{Enabled: true, MaxDeadLetters: 5, Window: time.Minute, Share: 0.9}
+	t.Run("every record 404", func(t *testing.T) {
+		g, log := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+		counted := 0
+		for i := range 50 {
+			at := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			if _, ok := g.Admit(at, false, 0); !ok {
+				break
+			}
+			if g.Done(at, Ticket{}, notFound(fmt.Sprint("k", i))) == Count {
+				counted++
+			}
+		}
+		if counted != 5 {
+			t.Errorf("%d records dead-lettered, want 5 (max_dead_letters)", counted)
+		}
+		s := g.Snapshot(t0)
+		if s.State != Open || s.Reason != ReasonSystemic {
+			t.Fatalf("%+v, want open, systemic", s)
+		}
+		line := log.String()
+		for _, want := range []string{"level=ERROR", "status=404", "records=6", "dead_lettered=5", "keys=6", "share=1", `example_ids="orders/0/k5 orders/0/k4 orders/0/k3"`, "resume="} {
+			if !strings.Contains(line, want) {
+				t.Errorf("guard line lacks %q:\n%s", want, line)
+			}
+		}
+		// Probing: a probe answered 404 again holds; a 200 closes.
+		at := g.breaker.until
+		tk, _ := g.Admit(at, false, 0)
+		if v := g.Done(at, tk, notFound("probe")); v != Hold {
+			t.Errorf("probe answered 404: %v, want Hold", v)
+		}
+		at = g.breaker.until
+		for i := range 3 {
+			tk, _ := g.Admit(at, false, 0)
+			g.Done(at, tk, success(fmt.Sprint("p", i)))
+		}
+		if s := g.Snapshot(at); s.State != Closed {
+			t.Errorf("state %v after successful probes, want closed", s.State)
+		}
+	})
+	t.Run("poison among successes", func(t *testing.T) {
+		g, _ := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+		for i := range 200 {
+			o := success(fmt.Sprint("k", i))
+			if i%4 == 0 {
+				o = notFound(fmt.Sprint("k", i))
+			}
+			if v := deliver(t, g, t0.Add(time.Duration(i)*time.Millisecond), false, o); v != Count {
+				t.Fatalf("delivery %d: %v, want Count (poison is dead-lettered at once)", i, v)
+			}
+		}
+	})
+	t.Run("one key", func(t *testing.T) {
+		g, _ := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+		for i := range 50 {
+			if v := deliver(t, g, t0.Add(time.Duration(i)*time.Millisecond), false, notFound("k")); v != Count {
+				t.Fatalf("delivery %d of one key: %v, want Count", i, v)
+			}
+		}
+	})
+	t.Run("spread beyond the window", func(t *testing.T) {
+		g, _ := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+		for i := range 50 {
+			if v := deliver(t, g, t0.Add(time.Duration(i)*20*time.Second), false, notFound(fmt.Sprint("k", i))); v != Count {
+				t.Fatalf("delivery %d, 20s apart: %v, want Count", i, v)
+			}
+		}
+	})
+}
+
+func TestBudget(t *testing.T) {
+	g, _ := newTestGate(t, Config{Budget: BudgetConfig{Ratio: 0.2, Window: 10 * time.Second}})
+	for i := range 8 {
+		deliver(t, g, t0, false, success(fmt.Sprint("k", i)))
+	}
+	admitted := 0
+	for range 5 {
+		if tk, ok := g.Admit(t0, true, 0); ok {
+			g.Done(t0, tk, success("r"))
+			admitted++
+		}
+	}
+	if admitted != 2 { // (r+1) ≤ 0.2·(d+1): 1 ≤ 1.8, 2 ≤ 2.0, 3 > 2.2
+		t.Errorf("%d retries admitted after 8 first attempts, want 2", admitted)
+	}
+	if _, ok := g.Admit(t0, false, 0); !ok {
+		t.Error("a first attempt refused by the retry budget")
+	}
+	if !g.Paused(t0, true) || g.Paused(t0, false) {
+		t.Error("over budget: the tiers should pause, the source not")
+	}
+	if s := g.Snapshot(t0); s.BudgetDenied != 3 || s.RetryRatio < 0.18 || s.RetryRatio > 0.19 {
+		t.Errorf("snapshot %+v, want 3 denied, ratio 2/11", s)
+	}
+	// The window moves on: the old deliveries no longer count.
+	later := t0.Add(11 * time.Second)
+	if _, ok := g.Admit(later, true, 0); ok {
+		t.Error("a retry with no deliveries in the window and no floor admitted")
+	}
+}
+
+func TestBudgetFloor(t *testing.T) {
+	g, _ := newTestGate(t, Config{Budget: BudgetConfig{Ratio: 0.1, MinPerSecond: 2, Window: 10 * time.Second}})
+	n := 0
+	for range 10 {
+		if _, ok := g.Admit(t0, true, 0); ok {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d retries admitted by the floor at once, want 2 (min_per_second, burst 1s)", n)
+	}
+	if _, ok := g.Admit(t0.Add(500*time.Millisecond), true, 0); !ok {
+		t.Error("the floor's next token (after 0.5s) refused")
+	}
+}
+
+func TestMaxRate(t *testing.T) {
+	g, _ := newTestGate(t, Config{MaxRate: 10})
+	n := 0
+	for range 20 {
+		if _, ok := g.Admit(t0, false, 0); ok {
+			n++
+		}
+	}
+	if n != 10 {
+		t.Errorf("%d admitted at once, want 10 (burst of one second at 10/s)", n)
+	}
+	if w, ok := g.Wake(t0); !ok || w.Sub(t0) != 100*time.Millisecond {
+		t.Errorf("Wake %v %v, want +100ms", w.Sub(t0), ok)
+	}
+	if _, ok := g.Admit(t0.Add(100*time.Millisecond), false, 0); !ok {
+		t.Error("refused after a token's time")
+	}
+}
+
+func TestAdaptiveLimitStartsAtInitial(t *testing.T) {
+	g, _ := newTestGate(t, Config{Adaptive: true, MaxInFlight: 64, InitialInFlight: 4})
+	var tks []Ticket
+	for range 10 {
+		if tk, ok := g.Admit(t0, false, len(tks)); ok {
+			tks = append(tks, tk)
+		}
+	}
+	if len(tks) != 4 {
+		t.Fatalf("%d admitted concurrently, want 4 (the initial limit)", len(tks))
+	}
+	g.Done(t0, tks[0], success("a"))
+	if _, ok := g.Admit(t0, false, 3); !ok {
+		t.Error("a permit freed by Done not reusable")
+	}
+	if s := g.Snapshot(t0); s.Limit < 1 || s.Limit > 64 {
+		t.Errorf("limit %d outside [1, 64]", s.Limit)
+	}
+}
+
+// TestOutageOfAnyLength drives the gate as the engine does, in a synctest
+// bubble, through a 10-minute outage of a dependency: the attempts
+// consumed by the outage stay bounded by the breaker's threshold, and
+// every record is delivered once it is back.
+func TestOutageOfAnyLength(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}, MaxInFlight: 4})
+		start := time.Now()
+		down := func() bool { return time.Since(start) < 10*time.Minute }
+		pending := make([]string, 200)
+		for i := range pending {
+			pending[i] = fmt.Sprint("k", i)
+		}
+		consumed, delivered := 0, 0
+		for len(pending) > 0 && time.Since(start) < time.Hour {
+			key := pending[0]
+			tk, admitted := g.Admit(time.Now(), false, 0)
+			if !admitted {
+				w, ok := g.Wake(time.Now())
+				if !ok {
+					t.Fatalf("refused with nothing to wait for at %v", time.Since(start))
+				}
+				time.Sleep(time.Until(w))
+				continue
+			}
+			time.Sleep(10 * time.Millisecond) // the delivery
+			o := success(key)
+			if down() {
+				o = fail(key)
+			}
+			switch g.Done(time.Now(), tk, o) {
+			case Count:
+				pending = pending[1:]
+				if o.Class == Transient {
+					consumed++ // the record moved on to a tier
+				} else {
+					delivered++
+				}
+			case Hold: // stays at the head
+			}
+		}
+		if consumed > 9 {
+			t.Errorf("%d attempts consumed by a 10-minute outage, want at most 9 (the failures before the breaker opened)", consumed)
+		}
+		if delivered+consumed != 200 {
+			t.Errorf("%d delivered + %d moved on, want 200", delivered, consumed)
+		}
+		t.Logf("10-minute outage: %d attempts consumed, %d delivered after it, done %v after the start", consumed, delivered, time.Since(start).Round(time.Second))
+	})
+}
