@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -77,6 +78,8 @@ type entry struct {
 	op string
 	// started is when its delivery started.
 	started time.Time
+	// ticket is its delivery's admission by Options.Overload.
+	ticket overload.Ticket // overload gate
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -284,13 +287,17 @@ func (e *Engine) dispatch(now time.Time) {
 	// least the share retries may not use.
 	retryCap := max(1, int(e.opts.RetryShare*float64(e.opts.MaxInFlight)))
 	for len(e.retryReady) > 0 && e.inflight < e.opts.MaxInFlight && e.retrying < retryCap {
-		l := e.retryReady[0]
-		e.retryReady = e.retryReady[1:]
+		l, ok := e.take(&e.retryReady, now) // overload gate
+		if !ok {
+			break
+		}
 		e.start(l)
 	}
 	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
-		l := e.ready[0]
-		e.ready = e.ready[1:]
+		l, ok := e.take(&e.ready, now) // overload gate
+		if !ok {
+			break
+		}
 		e.start(l)
 	}
 }
@@ -424,6 +431,7 @@ const abandonAfter = 100 * time.Millisecond
 
 // apply routes one finished delivery.
 func (e *Engine) apply(r *result) {
+	hold := e.gateDone(r) // overload gate
 	e.inflight--
 	if r.retry {
 		e.retrying--
@@ -454,6 +462,10 @@ func (e *Engine) apply(r *result) {
 		e.stats.Delivered.Add(1)
 	}
 	e.obs.Delivered(ev)
+	if hold { // overload gate: the dependency's failure consumes no attempt
+		e.hold(l, en)
+		return
+	}
 
 	routeStage := stage
 	if stage == parkStage {
@@ -583,10 +595,11 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 		}
 		return len(q.entries) >= e.opts.MaxPending
 	}
-	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked))
+	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
+		e.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
 		notDue := q.next < len(q.entries) && q.entries[q.next].due.After(now)
-		set(q, sh.restoring || notDue || full(q))
+		set(q, sh.restoring || notDue || full(q) || e.gatePaused(now, true)) // overload gate
 	}
 	if pause != nil {
 		e.cl.Load().PauseFetchPartitions(pause)

@@ -1,0 +1,149 @@
+package engine
+
+// Overload control (issue 11, docs/OVERLOAD.md): the engine's side of an
+// overload.Gate and of max_age. The policies decide in package overload;
+// here the engine only gates the start of deliveries, holds records whose
+// failed attempt does not count, pauses partitions and expires records.
+// Every call into this file from the engine's other files is marked
+// `// overload gate`.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kretry/kretry/overload"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// Actions for a record older than Options.MaxAge (Options.OnExpired).
+const (
+	// OnExpiredDeadLetter moves it to the DLQ with kretry-error-class
+	// "expired" (the default).
+	OnExpiredDeadLetter = "dead_letter"
+	// OnExpiredDrop commits past it without writing it anywhere.
+	OnExpiredDrop = "drop"
+)
+
+// take pops lanes off the front of *q until one may start now and
+// returns it; false when the gate refuses the next one (it stays at the
+// front) or *q ran out. Lanes whose head expired are settled on the way.
+func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
+	for len(*q) > 0 {
+		l := (*q)[0]
+		if l.running != nil || len(l.wait) == 0 {
+			*q = (*q)[1:]
+			return l, true // start makes nothing of it, as before
+		}
+		en := l.wait[0]
+		if e.expire(l, en, now) {
+			*q = (*q)[1:]
+			l.queued = false
+			e.markReady(l)
+			e.forget(l)
+			continue
+		}
+		if g := e.opts.Overload; g != nil {
+			t, ok := g.Admit(now, en.q.stage > 0, e.inflight)
+			if !ok {
+				return nil, false
+			}
+			en.ticket = t
+		}
+		*q = (*q)[1:]
+		return l, true
+	}
+	return nil, false
+}
+
+// gateDone tells the gate how r's delivery ended and reports whether its
+// attempt must not count (overload.Hold): the breaker is open or the
+// guard tripped, so the failure is the dependency's, not the record's.
+func (e *Engine) gateDone(r *result) bool {
+	g := e.opts.Overload
+	if g == nil {
+		return false
+	}
+	t := r.en.ticket
+	r.en.ticket = overload.Ticket{}
+	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key)}
+	if r.en.rec.Key == nil {
+		o.Key = o.ID
+	}
+	if r.err != nil {
+		v := delivery.Classify(r.err, *e.opts.Statuses)
+		o.Class, o.Answer, o.Message = overload.Transient, errorType(r.err, v), v.Message
+		if v.Class == delivery.ClassPermanent {
+			o.Class = overload.Permanent
+		}
+		if e.hard.Err() != nil && errors.Is(r.err, context.Canceled) {
+			o.Class = overload.Cancelled
+		}
+	}
+	return g.Done(time.Now(), t, o) == overload.Hold && r.gen == e.gen && r.err != nil
+}
+
+// hold puts en back at the head of its lane: its attempt did not count,
+// and it is delivered again, with the same attempt number, when the gate
+// admits it.
+func (e *Engine) hold(l *lane, en *entry) {
+	l.wait = append([]*entry{en}, l.wait...)
+	e.markReady(l)
+}
+
+// gatePaused reports whether the gate pauses the source (tier false) or
+// the tiers.
+func (e *Engine) gatePaused(now time.Time, tier bool) bool {
+	return e.opts.Overload != nil && e.opts.Overload.Paused(now, tier)
+}
+
+// gateWake is when the gate may admit again without a delivery ending.
+func (e *Engine) gateWake() (time.Time, bool) {
+	if e.opts.Overload == nil {
+		return time.Time{}, false
+	}
+	return e.opts.Overload.Wake(time.Now())
+}
+
+// expire settles en without delivering it when it is older than MaxAge
+// (by its original timestamp): a move to the DLQ as "expired", or none
+// with OnExpiredDrop. It reports whether it did.
+func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
+	ts := en.origin.Timestamp
+	if e.opts.MaxAge <= 0 || ts.IsZero() || now.Sub(ts) <= e.opts.MaxAge {
+		return false
+	}
+	route := retrytopics.Route{Action: retrytopics.Done}
+	if e.opts.OnExpired != OnExpiredDrop {
+		route = retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassExpired}
+		age := now.Sub(ts).Round(time.Millisecond)
+		e.addMove(en, route, retrytopics.Failure{Class: delivery.ClassExpired, At: now,
+			Message: fmt.Sprintf("expired: the record is %s old, max_age is %s; not delivered", age, e.opts.MaxAge)})
+		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+			en.moves = en.moves[:len(en.moves)-1]
+			return false // deliver it instead: never stuck for want of an error text
+		}
+	}
+	l.wait = l.wait[1:]
+	if g := e.opts.Overload; g != nil {
+		g.Expired(e.expiredAction())
+	}
+	e.warnOnce("expired", "records older than max_age are not delivered", "max_age", e.opts.MaxAge.String(), "on_expired", e.expiredAction(), "first_id", en.origin.ID())
+	en.settled = true
+	if en.q.stage != parkStage {
+		e.settled++
+	}
+	if e.parking() && l.keyed {
+		e.afterDelivery(l, en, route)
+	}
+	return true
+}
+
+func (e *Engine) expiredAction() string {
+	if e.opts.OnExpired == OnExpiredDrop {
+		return OnExpiredDrop
+	}
+	return OnExpiredDeadLetter
+}

@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/overload"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// syncBuffer is a log sink shared by the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gated returns options with an overload gate (short waits) and a log
+// that the test can read.
+func (e *env) gated(d delivery.Deliverer, guard bool) (Options, *overload.Gate, *syncBuffer) {
+	o := e.options(d)
+	logs := &syncBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	g := overload.New(overload.Config{
+		Breaker:     overload.BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: 200 * time.Millisecond, MaxWait: time.Second, Probes: 2},
+		Guard:       overload.GuardConfig{Enabled: guard, MaxDeadLetters: 5, Window: time.Minute, Share: 0.9},
+		MaxInFlight: o.MaxInFlight,
+		Logger:      o.Logger,
+	})
+	o.Overload = g
+	return o, g, logs
+}
+
+func keyed(n, partitions int) []*kgo.Record {
+	var recs []*kgo.Record
+	for i := range n {
+		r := rec("k"+strconv.Itoa(i), "v"+strconv.Itoa(i))
+		r.Partition = int32(i % partitions)
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// TestOutageConsumesNoAttempts: the app answers 503 (or refuses
+// connections) for a while; the breaker opens, nothing reaches the DLQ,
+// at most the failures before it opened move to the tier, and everything
+// is delivered once the app is back.
+func TestOutageConsumesNoAttempts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"503", &delivery.StatusError{Status: 503, Body: "unavailable"}},
+		{"connection refused", fmt.Errorf("dial tcp 127.0.0.1:8080: %w", syscall.ECONNREFUSED)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, ordering := range []string{OrderingNone, OrderingKey} {
+				t.Run(ordering, func(t *testing.T) { testOutage(t, tc.err, ordering) })
+			}
+		})
+	}
+}
+
+func testOutage(t *testing.T, outage error, ordering string) {
+	e := newEnv(t, 3, time.Hour) // a tier that never comes due within the test
+	var down atomic.Bool
+	down.Store(true)
+	e.app.setAnswer(func(*delivery.Message) error {
+		if down.Load() {
+			return outage
+		}
+		return nil
+	})
+	o, g, logs := e.gated(e.app, true)
+	if ordering == OrderingKey {
+		o.Ordering, o.ParkingTopic = OrderingKey, retrytopics.ParkingTopic(e.plan.Source)
+	}
+	const n = 60
+	e.produce(keyed(n, 3)...)
+	eng, _ := e.start(o)
+	eventually(t, "the breaker open", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonDependency] > 0 })
+	// Let it probe and fail a few rounds: the outage lasts.
+	eventually(t, "two failed probe rounds", func() bool { return strings.Count(logs.String(), "a probe failed") >= 2 })
+	down.Store(false)
+	eventually(t, "every record delivered or in the tier", func() bool {
+		return e.app.numAcked()+int(eng.Stats().Retried[0].Load()) == n
+	})
+	retried := eng.Stats().Retried[0].Load()
+	if retried > 9 {
+		t.Errorf("%d records moved to the tier, want at most 9 (the failures before the breaker opened)", retried)
+	}
+	if n := e.endOffset(e.plan.DLQ); n != 0 {
+		t.Errorf("the DLQ has %d records; an outage must dead-letter nothing", n)
+	}
+	for i, r := range keyed(n, 3) {
+		_ = i
+		cs := e.app.callsFor(id(e.plan.Source, r.Partition, int64(i/3)))
+		for _, c := range cs {
+			if c.msg.Attempt != 1 {
+				t.Fatalf("record %s delivered with ce-attempt %d: an attempt was consumed by the outage", c.msg.ID, c.msg.Attempt)
+			}
+		}
+	}
+	if s := g.Snapshot(time.Now()); s.State != overload.Closed || s.Held == 0 {
+		t.Errorf("gate after the outage: %+v, want closed with held failures", s)
+	}
+	for _, want := range []string{"breaker open: most recent deliveries failed", "breaker probing", "breaker closed"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	t.Logf("%d moved to the tier before the breaker opened, %d failed deliveries held", retried, g.Snapshot(time.Now()).Held)
+}
+
+// TestWrongPathStopsAfterBoundedDeadLetters: every record answers 404 (a
+// wrong app.url); at most max_dead_letters reach the DLQ, one line says
+// so, and delivery resumes when the app is fixed.
+func TestWrongPathStopsAfterBoundedDeadLetters(t *testing.T) {
+	e := newEnv(t, 3, time.Hour)
+	var broken atomic.Bool
+	broken.Store(true)
+	e.app.setAnswer(func(*delivery.Message) error {
+		if broken.Load() {
+			return &delivery.StatusError{Status: 404, Body: "no such route"}
+		}
+		return nil
+	})
+	o, g, logs := e.gated(e.app, true)
+	const n = 60
+	e.produce(keyed(n, 3)...)
+	eng, _ := e.start(o)
+	eventually(t, "the guard tripped", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonSystemic] > 0 })
+	eventually(t, "a failed probe round", func() bool { return strings.Contains(logs.String(), "a probe failed") })
+	broken.Store(false)
+	eventually(t, "every record delivered or dead-lettered", func() bool {
+		return e.app.numAcked()+int(eng.Stats().Permanent.Load()) == n
+	})
+	if dl := eng.Stats().Permanent.Load(); dl > 5 {
+		t.Errorf("%d records dead-lettered, want at most 5 (max_dead_letters)", dl)
+	}
+	line := logs.String()
+	for _, want := range []string{"guard: the same permanent answer", "status=404", "example_ids=", "resume="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log lacks %q:\n%s", want, line)
+		}
+	}
+}
+
+// TestPoisonStillDeadLetteredAtOnce: one key answering 404 while the rest
+// succeed is poison: dead-lettered at once, the breaker stays closed.
+func TestPoisonStillDeadLetteredAtOnce(t *testing.T) {
+	e := newEnv(t, 1, time.Hour)
+	e.app.setAnswer(func(m *delivery.Message) error {
+		if string(m.Key) == "poison" {
+			return &delivery.StatusError{Status: 404, Body: "unknown order"}
+		}
+		return nil
+	})
+	o, g, _ := e.gated(e.app, true)
+	var recs []*kgo.Record
+	for i := range 40 {
+		k := "k" + strconv.Itoa(i)
+		if i%10 == 0 {
+			k = "poison"
+		}
+		recs = append(recs, rec(k, "v"))
+	}
+	e.produce(recs...)
+	eng, _ := e.start(o)
+	eventually(t, "36 acked and 4 dead-lettered", func() bool {
+		return e.app.numAcked() == 36 && eng.Stats().Permanent.Load() == 4
+	})
+	if s := g.Snapshot(time.Now()); s.State != overload.Closed || len(s.Opened) != 0 {
+		t.Errorf("gate %+v, want closed, never opened", s)
+	}
+}
+
+// TestExpiredRecords: records older than MaxAge are not delivered: moved
+// to the DLQ as "expired", or dropped.
+func TestExpiredRecords(t *testing.T) {
+	for _, action := range []string{OnExpiredDeadLetter, OnExpiredDrop} {
+		t.Run(action, func(t *testing.T) {
+			e := newEnv(t, 1, time.Hour)
+			o, g, _ := e.gated(e.app, true)
+			o.MaxAge, o.OnExpired = time.Hour, action
+			old, fresh := rec("a", "old"), rec("b", "fresh")
+			old.Timestamp = time.Now().Add(-2 * time.Hour)
+			e.produce(old, fresh)
+			eng, _ := e.start(o)
+			eventually(t, "the fresh record acked", func() bool { return e.app.numAcked() == 1 })
+			eventually(t, "the old record counted", func() bool { return g.Snapshot(time.Now()).Expired[action] == 1 })
+			if cs := e.app.callsFor(id(e.plan.Source, 0, 0)); len(cs) != 0 {
+				t.Errorf("the expired record was delivered %d times", len(cs))
+			}
+			eventually(t, "the old record committed", func() bool {
+				off, err := e.adm.FetchOffsets(context.Background(), e.group())
+				if err != nil {
+					return false
+				}
+				c, ok := off.Lookup(e.plan.Source, 0)
+				return ok && c.At == 2
+			})
+			dlq := e.readAll(e.plan.DLQ)
+			if action == OnExpiredDrop {
+				if len(dlq) != 0 {
+					t.Errorf("drop: the DLQ holds %d records", len(dlq))
+				}
+				return
+			}
+			if len(dlq) != 1 || string(dlq[0].Value) != "old" {
+				t.Fatalf("DLQ %v, want the old record", dlq)
+			}
+			if cls, _ := header(dlq[0], retrytopics.HeaderErrorClass); cls != "expired" {
+				t.Errorf("%s = %q, want expired", retrytopics.HeaderErrorClass, cls)
+			}
+			if msg, _ := header(dlq[0], retrytopics.HeaderErrorMessage); !strings.Contains(msg, "max_age is 1h") {
+				t.Errorf("%s = %q, want the age and max_age", retrytopics.HeaderErrorMessage, msg)
+			}
+			_ = eng
+		})
+	}
+}
