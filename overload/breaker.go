@@ -43,9 +43,10 @@ const (
 type BreakerConfig struct {
 	// Enabled turns the breaker on; the guard needs it too (it opens it).
 	Enabled bool
-	// Window, FailureRatio: the breaker opens when ceil(FailureRatio ×
-	// Window) of the last Window deliveries (permanent failures left out)
-	// failed transiently, each key counted once.
+	// Window, FailureRatio: the breaker opens when at least FailureRatio
+	// of the last Window deliveries (permanent failures left out, at
+	// least Window/2 of them counted) failed transiently, each key's
+	// failure counted once.
 	Window       int
 	FailureRatio float64
 	// Wait before the first probe round, doubled per failed round up to
@@ -89,8 +90,14 @@ func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, counted: map[string]int{}, opened: map[Reason]int64{}}
 }
 
-func (b *breaker) threshold() int {
-	return max(1, int(math.Ceil(b.cfg.FailureRatio*float64(b.cfg.Window))))
+// tripped reports whether the window's failures (one per key) are at
+// least FailureRatio of its deliveries, counting at least Window/2 of
+// them: with the defaults, 10 of the last 20, or 5 keys failing with no
+// success between (a topic with few keys; one key failing alone never
+// opens it).
+func (b *breaker) tripped() bool {
+	volume := max(len(b.keys), (b.cfg.Window+1)/2)
+	return b.failures >= max(2, int(math.Ceil(b.cfg.FailureRatio*float64(volume))))
 }
 
 // observe adds a closed-state outcome to the window.

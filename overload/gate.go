@@ -204,7 +204,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	b.observe(o)
 	switch {
-	case o.Class == Transient && b.failures >= b.threshold():
+	case o.Class == Transient && b.tripped():
 		b.open(now, ReasonDependency, o)
 		g.guard.reset()
 		return Hold
@@ -220,7 +220,9 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 func (g *Gate) Paused(now time.Time, tier bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.breaker.state == Open || tier && now.Before(g.overBudget)
+	// Past the wait the partitions resume, so that records are there to
+	// probe with even when none was left in memory (after a rebalance).
+	return g.breaker.state == Open && now.Before(g.breaker.until) || tier && now.Before(g.overBudget)
 }
 
 // Wake returns when a refused Admit may be granted without a delivery

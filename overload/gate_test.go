@@ -50,6 +50,11 @@ func deliver(t *testing.T, g *Gate, now time.Time, retry bool, o Outcome) Verdic
 
 func TestBreakerOpensWhenManyKeysFail(t *testing.T) {
 	g, log := newTestGate(t, Config{Breaker: breakerConfig()})
+	for i := range 10 {
+		deliver(t, g, t0, false, success(fmt.Sprint("s", i)))
+	}
+	// 10 successes, then failures of distinct keys: the 10th makes half
+	// of the 20 in the window.
 	for i := range 9 {
 		if v := deliver(t, g, t0, false, fail(fmt.Sprint("k", i))); v != Count {
 			t.Fatalf("failure %d before the threshold: %v, want Count (the attempt counts)", i, v)
@@ -106,7 +111,7 @@ func TestBreakerStaysClosed(t *testing.T) {
 
 func openBreaker(t *testing.T, g *Gate) {
 	t.Helper()
-	for i := range 10 {
+	for i := 0; g.Snapshot(t0).State == Closed; i++ {
 		deliver(t, g, t0, false, fail(fmt.Sprint("k", i)))
 	}
 	if s := g.Snapshot(t0); s.State != Open {
@@ -386,4 +391,19 @@ func TestOutageOfAnyLength(t *testing.T) {
 		}
 		t.Logf("10-minute outage: %d attempts consumed, %d delivered after it, done %v after the start", consumed, delivered, time.Since(start).Round(time.Second))
 	})
+}
+
+func TestBreakerOpensForFewKeys(t *testing.T) {
+	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
+	for i := range 4 {
+		if v := deliver(t, g, t0, false, fail(fmt.Sprint("k", i))); v != Count {
+			t.Fatalf("failure %d of 4 keys: %v, want Count", i, v)
+		}
+	}
+	for range 3 { // the same keys again: counted once each
+		deliver(t, g, t0, false, fail("k0"))
+	}
+	if v := deliver(t, g, t0, false, fail("k4")); v != Hold {
+		t.Fatalf("the 5th key failing with no success: %v, want Hold (5 ≥ 0.5 × 20/2)", v)
+	}
 }

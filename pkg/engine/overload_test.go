@@ -51,6 +51,11 @@ func (e *env) gated(d delivery.Deliverer, guard bool) (Options, *overload.Gate, 
 		Logger:      o.Logger,
 	})
 	o.Overload = g
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("engine log:\n%s", logs.String())
+		}
+	})
 	return o, g, logs
 }
 
