@@ -98,6 +98,7 @@ func TestEveryErrHasYAML(t *testing.T) {
 func wantDefaults(t *testing.T, c *config.Config) {
 	t.Helper()
 	jitter := 0.2
+	on := true
 	want := &config.Config{
 		Kafka: config.Kafka{
 			Brokers:         []string{"embedded"},
@@ -135,8 +136,8 @@ func wantDefaults(t *testing.T, c *config.Config) {
 				Transient: []int{408, 425, 429, 500, 502, 503, 504},
 			},
 			OnExpired: "dead_letter",
-			Breaker:   config.Breaker{Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},
-			Guard:     config.Guard{MaxDeadLetters: 10, Window: time.Minute, Share: 0.9},
+			Breaker:   config.Breaker{Enabled: &on, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},
+			Guard:     config.Guard{Enabled: &on, MaxDeadLetters: 10, Window: time.Minute, Share: 0.9},
 		}},
 	}
 	if !reflect.DeepEqual(c, want) {

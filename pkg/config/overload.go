@@ -169,18 +169,25 @@ type RetryBudget struct {
 }
 
 // setOverloadDefaults fills the overload defaults of a topic whose keys
-// are absent or 0 (SetDefaults calls it).
+// are absent or 0 (SetDefaults calls it); breaker.enabled and
+// guard.enabled absent become true.
 func (t *Topic) setOverloadDefaults() {
 	if t.OnExpired == "" {
 		t.OnExpired = OnExpiredDeadLetter
 	}
 	b := &t.Breaker
+	if b.Enabled == nil {
+		b.Enabled = ptr(true)
+	}
 	b.Window = or(b.Window, DefaultBreakerWindow)
 	b.FailureRatio = or(b.FailureRatio, DefaultBreakerFailureRatio)
 	b.Wait = or(b.Wait, DefaultBreakerWait)
 	b.MaxWait = or(b.MaxWait, max(DefaultBreakerMaxWait, b.Wait))
 	b.Probes = or(b.Probes, DefaultBreakerProbes)
 	g := &t.Guard
+	if g.Enabled == nil {
+		g.Enabled = ptr(true)
+	}
 	g.MaxDeadLetters = or(g.MaxDeadLetters, DefaultGuardMaxDeadLetters)
 	g.Window = or(g.Window, DefaultGuardWindow)
 	g.Share = or(g.Share, DefaultGuardShare)
@@ -188,6 +195,8 @@ func (t *Topic) setOverloadDefaults() {
 	r.MinPerSecond = or(r.MinPerSecond, DefaultBudgetMinPerSecond)
 	r.Window = or(r.Window, DefaultBudgetWindow)
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func or[T comparable](v, def T) T {
 	var zero T
