@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// overloadConfig is a config for the breaker and guard tests: one topic of
+// 3 partitions, a 5s tier, the breaker probing after 200ms (up to 1s).
+func overloadConfig(t *testing.T, broker, appURL, metricsAddr string) string {
+	t.Helper()
+	body := fmt.Sprintf(`kafka:
+  brokers: [%q]
+  fetch_max_wait: 50ms
+  session_timeout: 6s
+app:
+  url: %q
+  timeout: 2s
+metrics:
+  listen: %q
+lag:
+  interval: 0s
+log:
+  level: info
+topics:
+  - name: orders
+    ordering: key
+    retry:
+      tiers: [5s]
+      jitter: 0
+    breaker: {wait: 200ms, max_wait: 1s}
+`, broker, appURL, metricsAddr)
+	path := filepath.Join(t.TempDir(), "kretry.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// produceKeyed writes n records of n keys to orders.
+func produceKeyed(t *testing.T, addr string, n int) []string {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "key-%d", i), Value: fmt.Appendf(nil, "order-%d", i)})
+	}
+	return produceSync(t, newClient(t, addr), rs...)
+}
+
+// readyz returns /readyz's status and body.
+func readyz(metricsAddr string) (int, string) {
+	resp, err := http.Get("http://" + metricsAddr + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func logCount(p *proc, s string) int { return strings.Count(p.stderr.String(), s) }
+
+// gauge returns the value of the one series of name in /metrics, "" when
+// absent.
+func gauge(t *testing.T, metricsAddr, name string) string {
+	t.Helper()
+	for line := range strings.Lines(scrape(t, metricsAddr)) {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			f := strings.Fields(line)
+			return f[len(f)-1]
+		}
+	}
+	return ""
+}
+
+// TestOutageDeadLettersNothing (issue 11's regression test): the app
+// refuses connections, then answers 503, for a while; the breaker opens,
+// /readyz and kretry_breaker_state say so, nothing reaches the DLQ, at
+// most the failures before it opened move to the tier, and every record
+// is delivered once the app is back.
+func TestOutageDeadLettersNothing(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 3)
+	ids := produceKeyed(t, addr, 60)
+	appAddr := freeAddr(t) // nothing listens: connections are refused
+	url := "http://" + appAddr + "/kafka"
+	metricsAddr := freeAddr(t)
+	tier := retrytopics.TierTopic("orders", 5*time.Second)
+	dlq, tiered := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil), readTopic(t, addr, tier, nil)
+	run := startKretry(t, "run", "run", "-c", overloadConfig(t, addr, url, metricsAddr))
+
+	waitFor(t, 30*time.Second, "the breaker open and two failed probe rounds (refused)", func() bool {
+		return logCount(run, "breaker open: most recent deliveries failed") == 1 && logCount(run, "a probe failed") >= 2
+	}, func() { run.mustRun(t) })
+	if code, body := readyz(metricsAddr); code != http.StatusServiceUnavailable || !strings.Contains(body, `topic "orders": breaker`) {
+		t.Errorf("/readyz while the breaker is open: %d %q, want 503 naming the topic's breaker", code, body)
+	}
+	if v := gauge(t, metricsAddr, "kretry_breaker_state"); v != "1" && v != "2" {
+		t.Errorf("kretry_breaker_state = %q while the app is down, want 1 (open) or 2 (probing)", v)
+	}
+
+	var up atomic.Bool
+	app := startAppOn(t, appAddr, func(*delivery.Message) answer {
+		if up.Load() {
+			return answer{http.StatusOK, ""}
+		}
+		return answer{http.StatusServiceUnavailable, "maintenance"}
+	})
+	probesBefore := logCount(run, "a probe failed")
+	waitFor(t, 30*time.Second, "a probe answered 503", func() bool {
+		return logCount(run, "a probe failed") > probesBefore
+	}, func() { run.mustRun(t) })
+	up.Store(true)
+	waitFor(t, 60*time.Second, "the app to acknowledge all 60 records", func() bool { return app.ackedAll(ids) }, func() { run.mustRun(t) })
+	waitFor(t, 10*time.Second, "/readyz ready again", func() bool { code, _ := readyz(metricsAddr); return code == http.StatusOK })
+
+	if n := len(dlq.sync(t)); n != 0 {
+		t.Errorf("the DLQ holds %d records; an outage must dead-letter nothing", n)
+	}
+	if n := len(tiered.sync(t)); n > 9 {
+		t.Errorf("%s holds %d records: more walked the tier than failed before the breaker opened (at most 9)", tier, n)
+	} else {
+		t.Logf("%d records moved to %s before the breaker opened", n, tier)
+	}
+	if code := run.stop(t, 15*time.Second); code != 0 {
+		t.Errorf("kretry run exited %d after SIGTERM, want 0", code)
+	}
+	if logCount(run, "breaker closed") != 1 {
+		t.Errorf("want one 'breaker closed' line:\n%s", run.stderr.String())
+	}
+}
+
+// TestWrongPathStopsTheGuard (issue 11's second regression test): every
+// record answers 404 (app.url names a path the app does not serve); at
+// most guard.max_dead_letters (10) reach the DLQ, one ERROR line says what
+// was seen and how to resume, and delivery resumes once the app serves it.
+func TestWrongPathStopsTheGuard(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 3)
+	ids := produceKeyed(t, addr, 60)
+	var fixed atomic.Bool
+	app := startApp(t, func(*delivery.Message) answer {
+		if fixed.Load() {
+			return answer{http.StatusOK, ""}
+		}
+		return answer{http.StatusNotFound, "404 page not found"}
+	})
+	metricsAddr := freeAddr(t)
+	dlq := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil)
+	run := startKretry(t, "run", "run", "-c", overloadConfig(t, addr, app.url(), metricsAddr))
+
+	waitFor(t, 30*time.Second, "the guard's line", func() bool { return logCount(run, "guard: the same permanent answer") == 1 }, func() { run.mustRun(t) })
+	var line string
+	for l := range strings.Lines(run.stderr.String()) {
+		if strings.Contains(l, "guard: the same permanent answer") {
+			line = l
+		}
+	}
+	for _, want := range []string{"level=ERROR", "status=404", "dead_lettered=10", "example_ids=", "resume=", "window=1m0s"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the guard's line lacks %q:\n%s", want, line)
+		}
+	}
+	fixed.Store(true)
+	acked := func() int {
+		n := 0
+		for _, id := range ids {
+			if app.ackedAll([]string{id}) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, "every record acknowledged or dead-lettered", func() bool {
+		return acked()+len(dlq.records()) == 60
+	}, func() { run.mustRun(t) })
+	if code := run.stop(t, 15*time.Second); code != 0 {
+		t.Errorf("kretry run exited %d after SIGTERM, want 0", code)
+	}
+	if n := len(dlq.sync(t)); n != 10 {
+		t.Errorf("the DLQ holds %d records, want max_dead_letters (10): the guard stops after them", n)
+	}
+}
