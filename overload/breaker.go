@@ -52,7 +52,8 @@ type BreakerConfig struct {
 	// Wait before the first probe round, doubled per failed round up to
 	// MaxWait, each stretched by a random 0..20%.
 	Wait, MaxWait time.Duration
-	// Probes deliveries per round; all must succeed to close.
+	// Probes deliveries per round; a majority must succeed to close (2
+	// of 3), and a majority failing reopens it for a longer wait.
 	Probes int
 }
 
@@ -66,76 +67,113 @@ type breaker struct {
 
 	state  State
 	reason Reason
-	answer string    // systemic: the permanent answer that opened it
-	since  time.Time // when this outage's first opening happened
-	until  time.Time // open: when probing may start
-	rounds int       // failed probe rounds in this outage
-	out    int       // probes handed out this round
-	ok     int       // probes that succeeded this round
-	ramp   int       // after closing: the in-flight cap; 0 none
+	answer string        // systemic: the permanent answer that opened it
+	since  time.Time     // when this outage's first opening happened
+	until  time.Time     // open: when probing may start
+	span   time.Duration // open: the length of the current wait
+	rounds int           // failed probe rounds in this outage
+	level  int           // rounds lost to fresh probes: the wait doubles per level
+	out    int           // probes handed out this round
+	ok     int           // probes that succeeded this round
+	bad    int           // probes that failed this round
+	strong bool          // one of them was a first attempt never held
+	ramp   int           // after closing: the in-flight cap; 0 none
 
-	// The window: the last cfg.Window non-permanent outcomes, key "" for
-	// a success.
-	keys     []string
-	failed   []bool
-	head     int
-	failures int
-	counted  map[string]int // failure entries per key in the window
+	// The windows of first attempts and of retries (tier records): the
+	// retries count only while no first attempt succeeded in the last
+	// Window deliveries (sinceFirstOK): records that failed before fail
+	// more often, and must not open the breaker while fresh records
+	// succeed; without fresh records, they alone show an outage.
+	first, retry window
+	sinceFirstOK int
 
 	held   int64
 	opened map[Reason]int64
 }
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
-	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, counted: map[string]int{}, opened: map[Reason]int64{}}
+	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, opened: map[Reason]int64{},
+		first: newWindow(cfg), retry: newWindow(cfg)}
 }
+
+// window holds the last cfg.Window non-permanent outcomes of one kind,
+// key "" for a success.
+type window struct {
+	cfg      BreakerConfig
+	keys     []string
+	failed   []bool
+	head     int
+	failures int
+	counted  map[string]int // failure entries per key
+}
+
+func newWindow(cfg BreakerConfig) window { return window{cfg: cfg, counted: map[string]int{}} }
 
 // tripped reports whether the window's failures (one per key) are at
 // least FailureRatio of its deliveries, counting at least Window/2 of
 // them: with the defaults, 10 of the last 20, or 5 keys failing with no
 // success between (a topic with few keys; one key failing alone never
 // opens it).
-func (b *breaker) tripped() bool {
-	volume := max(len(b.keys), (b.cfg.Window+1)/2)
-	return b.failures >= max(2, int(math.Ceil(b.cfg.FailureRatio*float64(volume))))
+func (w *window) tripped() bool {
+	volume := max(len(w.keys), (w.cfg.Window+1)/2)
+	return w.failures >= max(2, int(math.Ceil(w.cfg.FailureRatio*float64(volume))))
 }
 
-// observe adds a closed-state outcome to the window.
-func (b *breaker) observe(o Outcome) {
-	switch o.Class {
-	case Permanent:
-		return
-	case Transient:
-		if b.counted[o.Key] > 0 {
-			return // one key failing again and again is that key's problem
-		}
-	}
+// add adds an OK or Transient outcome; a key's failure counts once.
+func (w *window) add(o Outcome) {
 	fail := o.Class == Transient
+	if fail && w.counted[o.Key] > 0 {
+		return // one key failing again and again is that key's problem
+	}
 	key := ""
 	if fail {
 		key = o.Key
 	}
-	if len(b.keys) < b.cfg.Window {
-		b.keys, b.failed = append(b.keys, key), append(b.failed, fail)
+	if len(w.keys) < w.cfg.Window {
+		w.keys, w.failed = append(w.keys, key), append(w.failed, fail)
 	} else {
-		if b.failed[b.head] {
-			b.failures--
-			if b.counted[b.keys[b.head]]--; b.counted[b.keys[b.head]] <= 0 {
-				delete(b.counted, b.keys[b.head])
+		if w.failed[w.head] {
+			w.failures--
+			if w.counted[w.keys[w.head]]--; w.counted[w.keys[w.head]] <= 0 {
+				delete(w.counted, w.keys[w.head])
 			}
 		}
-		b.keys[b.head], b.failed[b.head] = key, fail
-		b.head = (b.head + 1) % b.cfg.Window
+		w.keys[w.head], w.failed[w.head] = key, fail
+		w.head = (w.head + 1) % w.cfg.Window
 	}
 	if fail {
-		b.failures++
-		b.counted[key]++
+		w.failures++
+		w.counted[key]++
 	}
 }
 
+func (w *window) reset() {
+	w.keys, w.failed, w.head, w.failures = w.keys[:0], w.failed[:0], 0, 0
+	clear(w.counted)
+}
+
+// observe adds a closed-state outcome of a first attempt (retry false) or
+// a retry, and reports whether the breaker should open.
+func (b *breaker) observe(o Outcome, retry bool) bool {
+	if o.Class != OK && o.Class != Transient {
+		return false
+	}
+	b.sinceFirstOK++
+	if !retry {
+		if o.Class == OK {
+			b.sinceFirstOK = 0
+		}
+		b.first.add(o)
+		return o.Class == Transient && b.first.tripped()
+	}
+	b.retry.add(o)
+	return o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
+}
+
 func (b *breaker) resetWindow() {
-	b.keys, b.failed, b.head, b.failures = b.keys[:0], b.failed[:0], 0, 0
-	clear(b.counted)
+	b.first.reset()
+	b.retry.reset()
+	b.sinceFirstOK = 0
 }
 
 // admit reports whether a delivery may start; probe is true for a probe.
@@ -145,7 +183,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 		if now.Before(b.until) {
 			return false, false
 		}
-		b.state, b.out, b.ok = Probing, 0, 0
+		b.state, b.out, b.ok, b.bad, b.strong = Probing, 0, 0, 0, false
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -168,6 +206,12 @@ func (b *breaker) unadmit(t Ticket) {
 	}
 }
 
+// resume is when the partitions resume before a probe round: a quarter
+// of the wait (at most 1s) before it ends.
+func (b *breaker) resume() time.Time {
+	return b.until.Add(-min(time.Second, b.span/4))
+}
+
 // wait is the wait before probe round n (0-based): Wait·2ⁿ up to MaxWait,
 // stretched by 0..20%.
 func (b *breaker) wait(n int) time.Duration {
@@ -180,18 +224,18 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.ramp = Open, reason, now, 0, 0
+	b.state, b.reason, b.since, b.rounds, b.level, b.ramp = Open, reason, now, 0, 0, 0
 	b.answer = ""
 	if reason == ReasonSystemic {
 		b.answer = o.Answer
 	}
 	w := b.wait(0)
-	b.until = now.Add(w)
+	b.until, b.span = now.Add(w), w
 	b.opened[reason]++
 	b.held++
 	if reason == ReasonDependency {
 		b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
-			"reason", reason, "failed", b.failures, "window", len(b.keys), "keys", len(b.counted),
+			"reason", reason, "failed", b.first.failures+b.retry.failures, "window", len(b.first.keys)+len(b.retry.keys),
 			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String())
 	}
 }
@@ -207,24 +251,33 @@ func (b *breaker) fails(o Outcome) bool {
 // done takes the outcome of a delivery made while open or probing.
 func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	failed := b.fails(o)
-	if failed {
-		b.held++
-	}
 	if !t.probe || t.round != b.rounds || b.state != Probing {
 		if failed {
+			b.held++
 			return Hold
 		}
 		return Count
 	}
+	need := b.cfg.Probes/2 + 1
 	if failed {
+		// A record that failed before (a retry, or held) failing again
+		// is weak evidence: a round lost only to such probes probes again
+		// after the same wait instead of a longer one.
+		b.strong = b.strong || !t.retry && !o.Again
+		if b.bad++; b.bad <= b.cfg.Probes-need {
+			return Probe // the round is not lost yet
+		}
+		if b.strong {
+			b.level++
+		}
 		b.rounds++
-		w := b.wait(b.rounds)
-		b.state, b.until = Open, now.Add(w)
+		w := b.wait(b.level)
+		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
 			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds)
-		return Hold
+		return Probe
 	}
-	if b.ok++; b.ok >= b.cfg.Probes {
+	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
 			"open_for", now.Sub(b.since).Round(time.Millisecond).String(), "held", b.held)
 		b.state, b.ramp = Closed, b.cfg.Probes

@@ -36,6 +36,11 @@ type Outcome struct {
 	Answer string
 	// Message is the error text (a log line's example).
 	Message string
+	// Again: the record was held before (its earlier failure did not
+	// count). Its failure says little of the dependency now — the same
+	// record failing again — so it does not count towards opening the
+	// breaker or tripping the guard; its success counts.
+	Again bool
 }
 
 // Verdict is what the engine does with a finished delivery.
@@ -47,6 +52,13 @@ const (
 	// Hold: the attempt does not count; the record waits at the head of
 	// its key and is delivered again later, with the same attempt number.
 	Hold
+	// Probe: a failed probe. Its attempt counts when it moves the record
+	// on to a tier, and does not (Hold) when it would dead-letter it: a
+	// probe never dead-letters a record, so an outage of any length
+	// dead-letters nothing, while a record that fails for reasons of its
+	// own still walks the tiers (held forever, it could keep the breaker
+	// from ever seeing a success).
+	Probe
 )
 
 // Config configures a Gate. The zero value admits everything.
@@ -193,6 +205,9 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		}
 		return v
 	}
+	if o.Again && o.Class != OK {
+		return Count
+	}
 	if g.cfg.Guard.Enabled && g.guard.observe(now, o) {
 		b.open(now, ReasonSystemic, o)
 		g.guard.report(o, b)
@@ -202,16 +217,25 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	if !g.cfg.Breaker.Enabled {
 		return Count
 	}
-	b.observe(o)
-	switch {
-	case o.Class == Transient && b.tripped():
+	if b.observe(o, t.retry) {
 		b.open(now, ReasonDependency, o)
 		g.guard.reset()
 		return Hold
-	case o.Class == OK:
+	}
+	if o.Class == OK {
 		b.grow()
 	}
 	return Count
+}
+
+// Probing reports whether the next admitted delivery would be a probe:
+// the engine then offers a record that was not held, if it has one, so
+// that the probe tests the dependency rather than a record that failed.
+func (g *Gate) Probing(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.breaker
+	return b.state == Probing && b.out < b.cfg.Probes || b.state == Open && !now.Before(b.until)
 }
 
 // Paused reports whether the source (tier false) or a tier (tier true)
@@ -220,9 +244,10 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 func (g *Gate) Paused(now time.Time, tier bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// Past the wait the partitions resume, so that records are there to
-	// probe with even when none was left in memory (after a rebalance).
-	return g.breaker.state == Open && now.Before(g.breaker.until) || tier && now.Before(g.overBudget)
+	// The partitions resume a little before the wait is over, so that
+	// fresh records are there to probe with: the records held in memory
+	// failed already, and may fail for reasons of their own.
+	return g.breaker.state == Open && now.Before(g.breaker.resume()) || tier && now.Before(g.overBudget)
 }
 
 // Wake returns when a refused Admit may be granted without a delivery
@@ -231,6 +256,13 @@ func (g *Gate) Paused(now time.Time, tier bool) bool {
 func (g *Gate) Wake(now time.Time) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if b := g.breaker; b.state == Open {
+		for _, t := range []time.Time{b.resume(), b.until} {
+			if t.After(now) {
+				return t, true
+			}
+		}
+	}
 	if g.wake.After(now) {
 		return g.wake, true
 	}

@@ -73,8 +73,16 @@ func TestBreakerOpensWhenManyKeysFail(t *testing.T) {
 	if !g.Paused(t0, false) || !g.Paused(t0, true) {
 		t.Error("source and tiers not paused while open")
 	}
-	if w, ok := g.Wake(t0); !ok || !w.Equal(t0.Add(time.Second)) {
-		t.Errorf("Wake = %v %v, want %v", w, ok, t0.Add(time.Second))
+	// The partitions resume a quarter of the wait early, so that fresh
+	// records are fetched to probe with.
+	if w, ok := g.Wake(t0); !ok || !w.Equal(t0.Add(750*time.Millisecond)) {
+		t.Errorf("Wake = %v %v, want %v", w, ok, t0.Add(750*time.Millisecond))
+	}
+	if !g.Paused(t0.Add(700*time.Millisecond), false) || g.Paused(t0.Add(800*time.Millisecond), false) {
+		t.Error("the source should resume 250ms before probing, not before")
+	}
+	if w, ok := g.Wake(t0.Add(800 * time.Millisecond)); !ok || !w.Equal(t0.Add(time.Second)) {
+		t.Errorf("Wake after the resume = %v %v, want the probe time %v", w, ok, t0.Add(time.Second))
 	}
 	if n := strings.Count(log.String(), "breaker open"); n != 1 {
 		t.Errorf("%d 'breaker open' lines, want 1:\n%s", n, log)
@@ -134,7 +142,15 @@ func TestBreakerProbesThenClosesGradually(t *testing.T) {
 	if _, ok := g.Admit(at, false, 3); ok {
 		t.Fatal("a 4th delivery admitted while probing with 3 probes")
 	}
-	for i, tk := range probes {
+	// One probe failing (a record failing for reasons of its own) does
+	// not lose the round: 2 of 3 succeeding close the breaker.
+	if v := g.Done(at, probes[0], fail("p0")); v != Probe {
+		t.Fatalf("a failed probe: %v, want Probe (counts unless it dead-letters)", v)
+	}
+	if s := g.Snapshot(at); s.State != Probing {
+		t.Fatalf("state %v after one failed probe of 3, want probing", s.State)
+	}
+	for i, tk := range probes[1:] {
 		if v := g.Done(at, tk, success(fmt.Sprint("p", i))); v != Count {
 			t.Fatalf("probe %d succeeded: %v, want Count", i, v)
 		}
@@ -167,12 +183,14 @@ func TestBreakerWaitDoublesPerFailedRound(t *testing.T) {
 	at := t0
 	for _, want := range []time.Duration{2, 4, 8, 8} { // Wait 1s doubling, MaxWait 8s
 		at = at.Add(g.breaker.until.Sub(at))
-		tk, ok := g.Admit(at, false, 0)
-		if !ok {
-			t.Fatalf("no probe at %v", at.Sub(t0))
-		}
-		if v := g.Done(at, tk, fail("probe")); v != Hold {
-			t.Fatalf("a failed probe: %v, want Hold (no attempt consumed)", v)
+		for i := range 2 { // 2 of 3 probes failing lose the round
+			tk, ok := g.Admit(at, false, 0)
+			if !ok {
+				t.Fatalf("no probe at %v", at.Sub(t0))
+			}
+			if v := g.Done(at, tk, fail(fmt.Sprint("probe", i))); v != Probe {
+				t.Fatalf("a failed probe: %v, want Probe", v)
+			}
 		}
 		if got := g.breaker.until.Sub(at); got != want*time.Second {
 			t.Errorf("wait after a failed round: %v, want %v", got, want*time.Second)
@@ -211,11 +229,16 @@ func TestGuard(t *testing.T) {
 				t.Errorf("guard line lacks %q:\n%s", want, line)
 			}
 		}
-		// Probing: a probe answered 404 again holds; a 200 closes.
+		// Probing: probes answered 404 again hold and lose the round; 200s close.
 		at := g.breaker.until
-		tk, _ := g.Admit(at, false, 0)
-		if v := g.Done(at, tk, notFound("probe")); v != Hold {
-			t.Errorf("probe answered 404: %v, want Hold", v)
+		for i := range 2 {
+			tk, _ := g.Admit(at, false, 0)
+			if v := g.Done(at, tk, notFound(fmt.Sprint("probe", i))); v != Probe {
+				t.Errorf("probe answered 404: %v, want Probe (the engine holds it: it would dead-letter it)", v)
+			}
+		}
+		if s := g.Snapshot(at); s.State != Open {
+			t.Fatalf("state %v after two probes answered 404, want open", s.State)
 		}
 		at = g.breaker.until
 		for i := range 3 {
@@ -343,9 +366,11 @@ func TestAdaptiveLimitStartsAtInitial(t *testing.T) {
 }
 
 // TestOutageOfAnyLength drives the gate as the engine does, in a synctest
-// bubble, through a 10-minute outage of a dependency: the attempts
-// consumed by the outage stay bounded by the breaker's threshold, and
-// every record is delivered once it is back.
+// bubble, through a 10-minute outage of a dependency with records that
+// dead-letter after 3 failed attempts: nothing is dead-lettered, the
+// attempts consumed stay bounded (the failures before the opening, then
+// at most the probes of each round), and every record is delivered once
+// it is back.
 func TestOutageOfAnyLength(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, _ := newTestGate(t, Config{Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}, MaxInFlight: 4})
@@ -355,7 +380,8 @@ func TestOutageOfAnyLength(t *testing.T) {
 		for i := range pending {
 			pending[i] = fmt.Sprint("k", i)
 		}
-		consumed, delivered := 0, 0
+		consumed, delivered, deadLettered := 0, 0, 0
+		attempts := map[string]int{}
 		for len(pending) > 0 && time.Since(start) < time.Hour {
 			key := pending[0]
 			tk, admitted := g.Admit(time.Now(), false, 0)
@@ -372,24 +398,32 @@ func TestOutageOfAnyLength(t *testing.T) {
 			if down() {
 				o = fail(key)
 			}
-			switch g.Done(time.Now(), tk, o) {
-			case Count:
+			v := g.Done(time.Now(), tk, o)
+			switch {
+			case o.Class == OK:
 				pending = pending[1:]
-				if o.Class == Transient {
-					consumed++ // the record moved on to a tier
-				} else {
-					delivered++
-				}
-			case Hold: // stays at the head
+				delivered++
+			case v == Hold, v == Probe && attempts[key] == 2: // the engine holds a probe that would dead-letter
+			case attempts[key] == 2:
+				deadLettered++
+				pending = pending[1:]
+			default:
+				attempts[key]++ // to the next tier: behind the others
+				consumed++
+				pending = append(pending[1:], key)
 			}
 		}
-		if consumed > 9 {
-			t.Errorf("%d attempts consumed by a 10-minute outage, want at most 9 (the failures before the breaker opened)", consumed)
+		rounds := g.breaker.rounds
+		if deadLettered != 0 {
+			t.Errorf("%d records dead-lettered by a 10-minute outage", deadLettered)
 		}
-		if delivered+consumed != 200 {
-			t.Errorf("%d delivered + %d moved on, want 200", delivered, consumed)
+		if consumed > 4+3*(rounds+1) {
+			t.Errorf("%d attempts consumed in %d probe rounds, want at most 4 before the opening + 3 per round", consumed, rounds)
 		}
-		t.Logf("10-minute outage: %d attempts consumed, %d delivered after it, done %v after the start", consumed, delivered, time.Since(start).Round(time.Second))
+		if delivered != 200 {
+			t.Errorf("%d delivered, want 200", delivered)
+		}
+		t.Logf("10-minute outage: %d attempts consumed (%d probe rounds), %d delivered after it, done %v after the start", consumed, rounds, delivered, time.Since(start).Round(time.Second))
 	})
 }
 
@@ -405,5 +439,57 @@ func TestBreakerOpensForFewKeys(t *testing.T) {
 	}
 	if v := deliver(t, g, t0, false, fail("k4")); v != Hold {
 		t.Fatalf("the 5th key failing with no success: %v, want Hold (5 ≥ 0.5 × 20/2)", v)
+	}
+}
+
+func TestHeldRecordFailingAgainDoesNotReopen(t *testing.T) {
+	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
+	openBreaker(t, g)
+	at := g.breaker.until
+	for i := range 2 {
+		tk, _ := g.Admit(at, false, 0)
+		g.Done(at, tk, success(fmt.Sprint("fresh", i)))
+	}
+	if s := g.Snapshot(at); s.State != Closed {
+		t.Fatalf("state %v, want closed", s.State)
+	}
+	// The records held during the outage come back and fail again (they
+	// fail for reasons of their own): their attempts count, the breaker
+	// stays closed.
+	for i := range 30 {
+		o := fail(fmt.Sprint("held", i))
+		o.Again = true
+		if v := deliver(t, g, at, false, o); v != Count {
+			t.Fatalf("held record %d failing again: %v, want Count", i, v)
+		}
+	}
+	if s := g.Snapshot(at); s.State != Closed {
+		t.Errorf("state %v after held records failed again, want closed", s.State)
+	}
+}
+
+func TestRetriesFailingWhileFirstAttemptsSucceed(t *testing.T) {
+	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
+	for i := range 100 {
+		retry := i%2 == 0 // every retry fails, every first attempt succeeds
+		o := success(fmt.Sprint("f", i))
+		if retry {
+			o = fail(fmt.Sprint("r", i))
+		}
+		if v := deliver(t, g, t0, retry, o); v != Count {
+			t.Fatalf("delivery %d: %v, want Count (fresh records succeed: no outage)", i, v)
+		}
+	}
+	// Only retries flowing, all failing: after a window without a first
+	// attempt succeeding, they open it.
+	opened := -1
+	for i := range 40 {
+		if deliver(t, g, t0, true, fail(fmt.Sprint("only", i))) == Hold {
+			opened = i
+			break
+		}
+	}
+	if opened < 0 || opened > 20 {
+		t.Errorf("retries alone failing opened the breaker at delivery %d, want within the window (20)", opened)
 	}
 }

@@ -31,6 +31,11 @@ const (
 // returns it; false when the gate refuses the next one (it stays at the
 // front) or *q ran out. Lanes whose head expired are settled on the way.
 func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
+	if g := e.opts.Overload; g != nil && g.Probing(now) {
+		if !freshFirst(*q) && q == &e.retryReady && freshFirst(e.ready) {
+			return nil, false // probe with a first attempt instead
+		}
+	}
 	for len(*q) > 0 {
 		l := (*q)[0]
 		if l.running != nil || len(l.wait) == 0 {
@@ -58,17 +63,34 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
 	return nil, false
 }
 
-// gateDone tells the gate how r's delivery ended and reports whether its
-// attempt must not count (overload.Hold): the breaker is open or the
-// guard tripped, so the failure is the dependency's, not the record's.
-func (e *Engine) gateDone(r *result) bool {
+// freshFirst moves the first lane whose next record is a first attempt
+// that was never held to the front of q and reports whether there was
+// one: a probe should test the dependency, not a record that failed
+// already (it may fail for reasons of its own).
+func freshFirst(q []*lane) bool {
+	for i, l := range q {
+		if en := l.wait; l.running == nil && len(en) > 0 && !en[0].held && en[0].q.stage <= 0 { // source or parking: a first attempt
+			copy(q[1:i+1], q[:i])
+			q[0] = l
+			return true
+		}
+	}
+	return false
+}
+
+// gateDone tells the gate how r's delivery ended and returns its
+// verdict: overload.Hold when its attempt must not count (the breaker is
+// open or the guard tripped: the failure is the dependency's, not the
+// record's), overload.Probe for a failed probe (it counts unless it
+// would dead-letter the record; see held).
+func (e *Engine) gateDone(r *result) overload.Verdict {
 	g := e.opts.Overload
 	if g == nil {
-		return false
+		return overload.Count
 	}
 	t := r.en.ticket
 	r.en.ticket = overload.Ticket{}
-	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key)}
+	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held}
 	if r.en.rec.Key == nil {
 		o.Key = o.ID
 	}
@@ -82,13 +104,23 @@ func (e *Engine) gateDone(r *result) bool {
 			o.Class = overload.Cancelled
 		}
 	}
-	return g.Done(time.Now(), t, o) == overload.Hold && r.gen == e.gen && r.err != nil
+	if r.err == nil {
+		g.Done(time.Now(), t, o)
+		return overload.Count
+	}
+	return g.Done(time.Now(), t, o)
+}
+
+// held reports whether a failed delivery routed to route must not count.
+func held(v overload.Verdict, route retrytopics.Route) bool {
+	return v == overload.Hold || v == overload.Probe && route.Action == retrytopics.DeadLetter
 }
 
 // hold puts en back at the head of its lane: its attempt did not count,
 // and it is delivered again, with the same attempt number, when the gate
 // admits it.
 func (e *Engine) hold(l *lane, en *entry) {
+	en.held = true
 	l.wait = append([]*entry{en}, l.wait...)
 	e.markReady(l)
 }

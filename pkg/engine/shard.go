@@ -78,8 +78,10 @@ type entry struct {
 	op string
 	// started is when its delivery started.
 	started time.Time
-	// ticket is its delivery's admission by Options.Overload.
+	// ticket is its delivery's admission by Options.Overload; held is
+	// set once a failed delivery of it was held (see overload.go).
 	ticket overload.Ticket // overload gate
+	held   bool
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -431,7 +433,7 @@ const abandonAfter = 100 * time.Millisecond
 
 // apply routes one finished delivery.
 func (e *Engine) apply(r *result) {
-	hold := e.gateDone(r) // overload gate
+	verdict := e.gateDone(r) // overload gate
 	e.inflight--
 	if r.retry {
 		e.retrying--
@@ -462,16 +464,16 @@ func (e *Engine) apply(r *result) {
 		e.stats.Delivered.Add(1)
 	}
 	e.obs.Delivered(ev)
-	if hold { // overload gate: the dependency's failure consumes no attempt
-		e.hold(l, en)
-		return
-	}
 
 	routeStage := stage
 	if stage == parkStage {
 		routeStage = 0 // a parked record's first attempt
 	}
 	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
+	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
+		e.hold(l, en)
+		return
+	}
 	now := time.Now()
 	if route.Action != retrytopics.Done {
 		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: now}
