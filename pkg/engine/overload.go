@@ -96,7 +96,7 @@ func (e *Engine) gateDone(r *result) overload.Verdict {
 	}
 	if r.err != nil {
 		v := delivery.Classify(r.err, *e.opts.Statuses)
-		o.Class, o.Answer, o.Message = overload.Transient, errorType(r.err, v), v.Message
+		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
 		if v.Class == delivery.ClassPermanent {
 			o.Class = overload.Permanent
 		}

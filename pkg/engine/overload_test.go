@@ -17,6 +17,7 @@ import (
 
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -82,14 +83,14 @@ func TestOutageConsumesNoAttempts(t *testing.T) {
 		{"connection refused", fmt.Errorf("dial tcp 127.0.0.1:8080: %w", syscall.ECONNREFUSED)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, ordering := range []string{OrderingNone, OrderingKey} {
-				t.Run(ordering, func(t *testing.T) { testOutage(t, tc.err, ordering) })
+			for _, ordering := range []flow.Ordering{flow.OrderingNone, flow.OrderingKey} {
+				t.Run(string(ordering), func(t *testing.T) { testOutage(t, tc.err, ordering) })
 			}
 		})
 	}
 }
 
-func testOutage(t *testing.T, outage error, ordering string) {
+func testOutage(t *testing.T, outage error, ordering flow.Ordering) {
 	e := newEnv(t, 3, time.Hour) // a tier that never comes due within the test
 	var down atomic.Bool
 	down.Store(true)
@@ -100,8 +101,8 @@ func testOutage(t *testing.T, outage error, ordering string) {
 		return nil
 	})
 	o, g, logs := e.gated(e.app, true)
-	if ordering == OrderingKey {
-		o.Ordering, o.ParkingTopic = OrderingKey, retrytopics.ParkingTopic(e.plan.Source)
+	if ordering == flow.OrderingKey {
+		o.Ordering, o.ParkingTopic = flow.OrderingKey, retrytopics.ParkingTopic(e.plan.Source)
 	}
 	const n = 60
 	e.produce(keyed(n, 3)...)
