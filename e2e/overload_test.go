@@ -197,3 +197,133 @@ func TestWrongPathStopsTheGuard(t *testing.T) {
 		t.Errorf("the DLQ holds %d records, want max_dead_letters (10): the guard stops after them", n)
 	}
 }
+
+// budgetConfig is a config with one topic of ordering none whose other
+// keys are topic (indented as under topics[0]).
+func budgetConfig(t *testing.T, broker, appURL, metricsAddr string, extra string) string {
+	t.Helper()
+	body := fmt.Sprintf(`kafka:
+  brokers: [%q]
+  fetch_max_wait: 50ms
+  session_timeout: 6s
+app:
+  url: %q
+  timeout: 2s
+metrics:
+  listen: %q
+lag:
+  interval: 0s
+log:
+  level: info
+topics:
+  - name: orders
+    ordering: none
+%s`, broker, appURL, metricsAddr, extra)
+	path := filepath.Join(t.TempDir(), "kretry.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRetryBudget: 40 of 100 records fail their first attempt; with
+// retries capped at 10% of deliveries plus 5/s, due retries wait (the
+// denial counter grows) and are delivered later, none dropped or
+// dead-lettered.
+func TestRetryBudget(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 3)
+	ids := produceKeyed(t, addr, 100)
+	app := startApp(t, func(m *delivery.Message) answer {
+		if m.Offset%5 < 2 && m.Attempt == 1 {
+			return answer{http.StatusServiceUnavailable, "busy"}
+		}
+		return answer{http.StatusOK, ""}
+	})
+	metricsAddr := freeAddr(t)
+	dlq := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil)
+	// The breaker and the guard off: this test watches the budget alone.
+	run := startKretry(t, "run", "run", "-c", budgetConfig(t, addr, app.url(), metricsAddr, `    breaker: {enabled: false}
+    guard: {enabled: false}
+    retry:
+      tiers: [100ms, 200ms]
+      jitter: 0
+      budget: {ratio: 0.1, min_per_second: 5, window: 10s}
+`))
+	waitFor(t, 60*time.Second, "all 100 records acknowledged", func() bool { return app.ackedAll(ids) }, func() { run.mustRun(t) })
+	denied := gauge(t, metricsAddr, "kretry_retry_budget_denied_total")
+	if denied == "" || denied == "0" {
+		t.Errorf("kretry_retry_budget_denied_total = %q: 40 retries against a budget of ~14 + 5/s must have waited", denied)
+	}
+	if code := run.stop(t, 15*time.Second); code != 0 {
+		t.Errorf("kretry run exited %d after SIGTERM, want 0", code)
+	}
+	if n := len(dlq.sync(t)); n != 0 {
+		t.Errorf("the DLQ holds %d records; over budget retries wait, never dropped", n)
+	}
+	t.Logf("retries denied (waited): %s", denied)
+}
+
+// TestExpiry: records older than max_age (by their timestamp) are not
+// delivered but dead-lettered as "expired"; fresh ones are delivered.
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 1)
+	old := time.Now().Add(-2 * time.Hour)
+	var rs []*kgo.Record
+	for i := range 10 {
+		r := &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "key-%d", i), Value: fmt.Appendf(nil, "order-%d", i)}
+		if i%2 == 0 {
+			r.Timestamp = old
+		}
+		rs = append(rs, r)
+	}
+	ids := produceSync(t, newClient(t, addr), rs...)
+	app := startApp(t, func(*delivery.Message) answer { return answer{http.StatusOK, ""} })
+	metricsAddr := freeAddr(t)
+	dlq := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil)
+	run := startKretry(t, "run", "run", "-c", budgetConfig(t, addr, app.url(), metricsAddr, "    max_age: 1h\n    retry: {tiers: [100ms], jitter: 0}\n"))
+	var fresh []string
+	for i, id := range ids {
+		if i%2 == 1 {
+			fresh = append(fresh, id)
+		}
+	}
+	waitFor(t, 30*time.Second, "the 5 fresh records acknowledged and 5 expired ones dead-lettered", func() bool {
+		return app.ackedAll(fresh) && len(dlq.records()) == 5
+	}, func() { run.mustRun(t) })
+	for _, d := range app.deliveries() {
+		for i, id := range ids {
+			if i%2 == 0 && d.msg.ID == id {
+				t.Errorf("expired record %s was delivered", id)
+			}
+		}
+	}
+	for _, r := range dlq.records() {
+		cls, _ := header(r, retrytopics.HeaderErrorClass)
+		msg, _ := header(r, retrytopics.HeaderErrorMessage)
+		if cls != "expired" || !strings.Contains(msg, "max_age is 1h") {
+			t.Errorf("DLQ record %s: class %q, message %q; want expired and the age against max_age", r.Value, cls, msg)
+		}
+	}
+	if v := gaugeWith(t, metricsAddr, "kretry_records_expired_total", `kretry_expired_action="dead_letter"`); v != "5" {
+		t.Errorf("kretry_records_expired_total{dead_letter} = %q, want 5", v)
+	}
+	if code := run.stop(t, 15*time.Second); code != 0 {
+		t.Errorf("kretry run exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// gaugeWith is gauge for the series of name whose labels contain label.
+func gaugeWith(t *testing.T, metricsAddr, name, label string) string {
+	t.Helper()
+	for line := range strings.Lines(scrape(t, metricsAddr)) {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
+			f := strings.Fields(line)
+			return f[len(f)-1]
+		}
+	}
+	return ""
+}
