@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,4 +251,31 @@ func TestExpiredRecords(t *testing.T) {
 			_ = eng
 		})
 	}
+}
+
+// TestMaxRate: with a gate limiting deliveries to 20 records/s (a burst
+// of one second's worth), no second of the app's clock sees more than 40
+// deliveries, and every record is delivered.
+func TestMaxRate(t *testing.T) {
+	e := newEnv(t, 3, time.Hour)
+	o := e.options(e.app)
+	o.Overload = overload.New(overload.Config{MaxRate: 20, MaxInFlight: o.MaxInFlight})
+	const n = 60
+	e.produce(keyed(n, 3)...)
+	e.start(o)
+	eventually(t, "every record delivered", func() bool { return e.app.numAcked() == n })
+	e.app.mu.Lock()
+	calls := slices.Clone(e.app.calls)
+	e.app.mu.Unlock()
+	for i := range calls {
+		in := 0
+		for j := i; j < len(calls) && calls[j].at.Sub(calls[i].at) < time.Second; j++ {
+			in++
+		}
+		if in > 40 {
+			t.Fatalf("%d deliveries within 1s of delivery %d, want at most 40 (20/s and a burst of 20)", in, i)
+		}
+	}
+	first, last := calls[0].at, calls[len(calls)-1].at
+	t.Logf("%d deliveries in %v at max_rate 20/s", len(calls), last.Sub(first).Round(10*time.Millisecond))
 }
