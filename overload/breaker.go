@@ -105,6 +105,10 @@ type window struct {
 	head     int
 	failures int
 	counted  map[string]int // failure entries per key
+	// full: count at least a whole window (after the breaker closed: the
+	// records held or left behind by the outage come first, and must not
+	// reopen it at once), else half of one.
+	full bool
 }
 
 func newWindow(cfg BreakerConfig) window { return window{cfg: cfg, counted: map[string]int{}} }
@@ -115,7 +119,11 @@ func newWindow(cfg BreakerConfig) window { return window{cfg: cfg, counted: map[
 // success between (a topic with few keys; one key failing alone never
 // opens it).
 func (w *window) tripped() bool {
-	volume := max(len(w.keys), (w.cfg.Window+1)/2)
+	floor := (w.cfg.Window + 1) / 2
+	if w.full {
+		floor = w.cfg.Window
+	}
+	volume := max(len(w.keys), floor)
 	return w.failures >= max(2, int(math.Ceil(w.cfg.FailureRatio*float64(volume))))
 }
 
@@ -147,8 +155,8 @@ func (w *window) add(o Outcome) {
 	}
 }
 
-func (w *window) reset() {
-	w.keys, w.failed, w.head, w.failures = w.keys[:0], w.failed[:0], 0, 0
+func (w *window) reset(full bool) {
+	w.keys, w.failed, w.head, w.failures, w.full = w.keys[:0], w.failed[:0], 0, 0, full
 	clear(w.counted)
 }
 
@@ -170,9 +178,10 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	return o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
 }
 
+// resetWindow empties the windows when the breaker closes.
 func (b *breaker) resetWindow() {
-	b.first.reset()
-	b.retry.reset()
+	b.first.reset(true)
+	b.retry.reset(true)
 	b.sinceFirstOK = 0
 }
 

@@ -63,12 +63,16 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
 	return nil, false
 }
 
-// freshFirst moves the first lane whose next record is a first attempt
+// freshFirst moves the newest lane whose next record is a first attempt
 // that was never held to the front of q and reports whether there was
-// one: a probe should test the dependency, not a record that failed
-// already (it may fail for reasons of its own).
+// one: a probe should test the dependency as it is now, not a record that
+// failed already (it may fail for reasons of its own), nor the next of a
+// block of records that failed together (a synchronised failure of many
+// keys opens the breaker as an outage does; the records after it show
+// that the app is fine).
 func freshFirst(q []*lane) bool {
-	for i, l := range q {
+	for i := len(q) - 1; i >= 0; i-- {
+		l := q[i]
 		if en := l.wait; l.running == nil && len(en) > 0 && !en[0].held && en[0].q.stage <= 0 { // source or parking: a first attempt
 			copy(q[1:i+1], q[:i])
 			q[0] = l

@@ -279,3 +279,51 @@ func TestMaxRate(t *testing.T) {
 	first, last := calls[0].at, calls[len(calls)-1].at
 	t.Logf("%d deliveries in %v at max_rate 20/s", len(calls), last.Sub(first).Round(10*time.Millisecond))
 }
+
+// TestBurstOfFailuresRecovers: a synchronised failure of 300 records of
+// 300 keys (each answers 503 the first time it is seen) among healthy
+// traffic opens the breaker like an outage would; the probes find the app
+// healthy and everything is delivered.
+func TestBurstOfFailuresRecovers(t *testing.T) {
+	e := newEnv(t, 3, 200*time.Millisecond)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	e.app.setAnswer(func(m *delivery.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(string(m.Key), "burst-") && !seen[m.ID] {
+			seen[m.ID] = true
+			return &delivery.StatusError{Status: 503, Body: "synchronised failure"}
+		}
+		return nil
+	})
+	o, g, _ := e.gated(e.app, true)
+	eng, _ := e.start(o)
+	<-eng.Joined()
+	total := 0
+	produce := func(prefix string, n int) {
+		var recs []*kgo.Record
+		for i := range n {
+			r := rec(fmt.Sprintf("%s%d-%d", prefix, total, i), "v")
+			r.Partition = int32(i % 3)
+			recs = append(recs, r)
+		}
+		total += n
+		e.produce(recs...)
+	}
+	for range 5 {
+		produce("steady-", 50)
+	}
+	produce("burst-", 300)
+	for range 20 {
+		produce("steady-", 50)
+		time.Sleep(50 * time.Millisecond)
+	}
+	eventually(t, "every record acknowledged", func() bool { return e.app.numAcked() == total })
+	eventually(t, "the breaker closed", func() bool { return g.Snapshot(time.Now()).State == overload.Closed })
+	if n := e.endOffset(e.plan.DLQ); n != 0 {
+		t.Errorf("the DLQ has end offset %d after a burst of records failing once", n)
+	}
+	s := g.Snapshot(time.Now())
+	t.Logf("%d records; the breaker opened %d times, held %d failed deliveries; now %v", total, s.Opened[overload.ReasonDependency], s.Held, s.State)
+}
