@@ -177,6 +177,10 @@ func TestWrongPathStopsTheGuard(t *testing.T) {
 			t.Errorf("the guard's line lacks %q:\n%s", want, line)
 		}
 	}
+	// The top failure fingerprint names the answer.
+	if v := gaugeWith(t, metricsAddr, "kretry_delivery_failures_total", `kretry_error_fingerprint="status #: # page not found"`); v == "" || v == "0" {
+		t.Errorf("kretry_delivery_failures_total for the 404 fingerprint = %q, want the failures counted:\n%s", v, scrape(t, metricsAddr))
+	}
 	fixed.Store(true)
 	acked := func() int {
 		n := 0

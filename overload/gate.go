@@ -101,6 +101,7 @@ type Gate struct {
 	overBudget   time.Time // tier partitions stay paused until then
 	budgetDenied int64
 	expired      map[string]int64
+	prints       map[Fingerprint]int64 // see fingerprint.go
 }
 
 // New builds a Gate.
@@ -110,7 +111,8 @@ func New(cfg Config) *Gate {
 		log = slog.Default()
 	}
 	cfg.MaxInFlight = max(1, cfg.MaxInFlight)
-	g := &Gate{cfg: cfg, breaker: newBreaker(cfg.Breaker, cfg.MaxInFlight, log), guard: newGuard(cfg.Guard, log), budget: newBudget(cfg.Budget), expired: map[string]int64{}}
+	g := &Gate{cfg: cfg, breaker: newBreaker(cfg.Breaker, cfg.MaxInFlight, log), guard: newGuard(cfg.Guard, log), budget: newBudget(cfg.Budget), expired: map[string]int64{},
+		prints: map[Fingerprint]int64{}}
 	if cfg.MaxRate > 0 {
 		g.rate = rate.NewLimiter(rate.Limit(cfg.MaxRate), max(1, int(cfg.MaxRate)))
 	}
@@ -194,6 +196,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		g.breaker.unadmit(t)
 		return Count
 	}
+	g.countFingerprint(o)
 	b := g.breaker
 	if !g.cfg.Breaker.Enabled && !g.cfg.Guard.Enabled {
 		return Count

@@ -83,3 +83,29 @@ func TestGuard(t *testing.T) {
 		}
 	})
 }
+
+func TestTopFailures(t *testing.T) {
+	g, _ := newTestGate(t, Config{})
+	for i := range 30 {
+		g.Done(t0, Ticket{}, Outcome{Class: Permanent, Key: "k", Answer: "404", Message: fmt.Sprintf("order %d not found\n", i)})
+	}
+	for range 10 {
+		g.Done(t0, Ticket{}, fail("k"))
+	}
+	g.Done(t0, Ticket{}, success("k"))
+	top := g.TopFailures(5)
+	want := []FingerprintCount{
+		{Fingerprint{Class: "permanent", Answer: "404", Message: "order # not found"}, 30},
+		{Fingerprint{Class: "transient", Answer: "503", Message: "status #: busy"}, 10},
+	}
+	if len(top) != len(want) || top[0] != want[0] || top[1] != want[1] {
+		t.Errorf("TopFailures = %+v, want %+v", top, want)
+	}
+	// Bounded: many distinct messages keep at most maxFingerprints.
+	for i := range 1000 {
+		g.Done(t0, Ticket{}, Outcome{Class: Transient, Key: "k", Answer: "other", Message: strings.Repeat("x", i%200+1)})
+	}
+	if n := len(g.TopFailures(1 << 20)); n > maxFingerprints {
+		t.Errorf("%d fingerprints kept, want at most %d", n, maxFingerprints)
+	}
+}

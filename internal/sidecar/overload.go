@@ -23,7 +23,13 @@ const (
 	// AttrExpiredAction is what happened to an expired record: dead_letter
 	// or drop.
 	AttrExpiredAction = attribute.Key("kretry.expired.action")
+	// AttrFingerprint is the start of a failure's message, numbers masked
+	// (overload.Fingerprint).
+	AttrFingerprint = attribute.Key("kretry.error.fingerprint")
 )
+
+// topFingerprints is how many failure fingerprints are exported.
+const topFingerprints = 10
 
 // GateFor builds the overload gate of one defaulted topic config: the
 // breaker, guard and retry budget of the topic, app.max_rate and
@@ -82,7 +88,9 @@ func (o *observability) watchGate(group, source string, g *overload.Gate) error 
 		metric.WithDescription("Retries ÷ deliveries over retry.budget.window (0 without a budget)."))
 	expired, err7 := m.Int64ObservableCounter("kretry.records.expired", metric.WithUnit("{record}"),
 		metric.WithDescription("Records not delivered because older than max_age, by action: dead_letter or drop."))
-	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+	prints, err8 := m.Int64ObservableCounter("kretry.delivery.failures", metric.WithUnit("{delivery}"),
+		metric.WithDescription("Failed deliveries of the 10 most frequent failure fingerprints (class, error type, message start with numbers masked) since the start."))
+	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8} {
 		if err != nil {
 			return err
 		}
@@ -105,8 +113,13 @@ func (o *observability) watchGate(group, source string, g *overload.Gate) error 
 		for _, a := range []string{config.OnExpiredDeadLetter, config.OnExpiredDrop} {
 			ob.ObserveInt64(expired, s.Expired[a], with(AttrExpiredAction.String(a)))
 		}
+		for _, f := range g.TopFailures(topFingerprints) {
+			kv := append(append([]attribute.KeyValue(nil), base...), semconv.ErrorTypeKey.String(f.Answer),
+				attribute.String("kretry.error.class", f.Class), AttrFingerprint.String(f.Message))
+			ob.ObserveInt64(prints, f.Count, metric.WithAttributeSet(attribute.NewSet(kv...)))
+		}
 		return nil
-	}, state, opened, held, limit, denied, ratio, expired)
+	}, state, opened, held, limit, denied, ratio, expired, prints)
 	if err != nil {
 		return err
 	}
