@@ -91,3 +91,32 @@ func TestAdaptiveLimitStartsAtInitial(t *testing.T) {
 		t.Errorf("limit %d outside [1, 64]", s.Limit)
 	}
 }
+
+// BenchmarkGate is the gate's cost per delivery (Admit and Done) with
+// every policy on: go test -bench Gate ./overload
+func BenchmarkGate(b *testing.B) {
+	g := New(Config{
+		Breaker:     BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},
+		Guard:       GuardConfig{Enabled: true, MaxDeadLetters: 10, Window: time.Minute, Share: 0.9},
+		Budget:      BudgetConfig{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second},
+		MaxInFlight: 64, Adaptive: true, InitialInFlight: 16, MaxRate: 1e9,
+	})
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Microsecond)
+		tk, ok := g.Admit(now, i%10 == 0, 0)
+		if !ok {
+			continue
+		}
+		o := Outcome{Class: OK, Key: keys[i%len(keys)]}
+		if i%20 == 0 {
+			o = Outcome{Class: Transient, Key: keys[i%len(keys)], Answer: "503", Message: "status 503: busy"}
+		}
+		g.Done(now, tk, o)
+	}
+}
