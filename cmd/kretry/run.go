@@ -44,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdLag(ctx, args, stdout, stderr)
 	case "parking":
 		return cmdParking(ctx, args, stdout, stderr)
+	case "dlq":
+		return cmdDLQ(ctx, args, stdout, stderr)
 	case "version", "--version":
 		return cmdVersion(args, stdout, stderr)
 	case "help":
