@@ -167,7 +167,7 @@ func (c *Client) entry(r *kgo.Record) *Entry {
 	e.DLQRecord = d
 	switch {
 	case err != nil:
-		e.Problem = "kretry headers missing or unreadable: " + err.Error() + "; the original ce-id and headers are unknown: produce it to " + c.t.Source + " yourself, or discard it"
+		e.Problem = err.Error() + "; the original ce-id and headers are unknown: produce it to " + c.t.Source + " yourself, or discard it"
 		e.Redrives, e.RedriveID = 0, ""
 	case d.Stage != c.t.DLQ:
 		e.Problem = fmt.Sprintf("kretry-stage is %q, not %s: written for another DLQ", d.Stage, c.t.DLQ)

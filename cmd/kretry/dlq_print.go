@@ -166,7 +166,7 @@ func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
 	switch {
 	case e.Value == nil:
 		fmt.Fprintln(w, "(null: a tombstone)")
-	case utf8.Valid(e.Value):
+	case utf8.Valid(e.Value) && !strings.ContainsFunc(string(e.Value), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' || r == 0x7f }):
 		fmt.Fprintln(w, string(e.Value))
 	default:
 		fmt.Fprint(w, hex.Dump(e.Value))
