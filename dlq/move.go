@@ -136,7 +136,13 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	if _, _, err := tx.ProducerID(ctx); err != nil {
 		return nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
 	}
-	snap, err := c.Read(ctx)
+	// The marks topic exists (ensureMarks): not finding it is an error,
+	// never "no marks", which would move records twice.
+	marks, err := c.readMarks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the marks: %w", err)
+	}
+	snap, err := c.readDLQ(ctx, marks)
 	if err != nil {
 		return nil, err
 	}

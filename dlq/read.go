@@ -121,6 +121,9 @@ type Snapshot struct {
 // not exist, or holds records of which none has kretry's headers.
 func (c *Client) Read(ctx context.Context) (*Snapshot, error) {
 	marks, err := c.readMarks(ctx)
+	if errors.Is(err, errNoTopic) {
+		marks, err = nil, nil // nothing was ever redriven or discarded
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +184,7 @@ func (c *Client) entry(r *kgo.Record) *Entry {
 }
 
 // readMarks reads the marks topic (read_committed), latest mark per key.
-// A missing marks topic means no marks.
+// A missing marks topic is errNoTopic.
 func (c *Client) readMarks(ctx context.Context) (map[string]Mark, error) {
 	marks := map[string]Mark{}
 	_, err := c.readTopic(ctx, MarksTopic(c.t.DLQ), true, func(r *kgo.Record) {
@@ -193,9 +196,6 @@ func (c *Client) readMarks(ctx context.Context) (map[string]Mark, error) {
 			marks[string(r.Key)] = m
 		}
 	})
-	if errors.Is(err, errNoTopic) {
-		return marks, nil
-	}
 	return marks, err
 }
 
@@ -216,7 +216,13 @@ func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn
 		err = ends.Error()
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0) {
-		return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
+		// The client's metadata cache may hold the topic as missing for a
+		// while after another process created it: ask the brokers.
+		if !c.exists(ctx, topic) {
+			return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
+		}
+		c.cl.ForceMetadataRefresh()
+		ends, err = c.waitEnds(ctx, topic, list)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
@@ -251,6 +257,40 @@ func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn
 	}
 	defer rd.Close()
 	return out, consumeTo(ctx, rd, topic, left, fn)
+}
+
+// exists asks the brokers, past the metadata cache, whether topic exists.
+func (c *Client) exists(ctx context.Context, topic string) bool {
+	tds, err := c.adm.ListTopics(kadm.WithAuthorizedOps(ctx), topic)
+	if err != nil {
+		return true // unknown: let the next call say what is wrong
+	}
+	td, ok := tds[topic]
+	return ok && !errors.Is(td.Err, kerr.UnknownTopicOrPartition)
+}
+
+// waitEnds lists the end offsets of a topic that exists until the client's
+// metadata knows it (at most 10s).
+func (c *Client) waitEnds(ctx context.Context, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ends, err := list(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[topic]) > 0 {
+			return ends, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("listing the end offsets of %s: %v", topic, err)
+		}
+		c.cl.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // readStall bounds a read that makes no progress: the records below a last
