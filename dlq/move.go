@@ -49,6 +49,11 @@ type Request struct {
 	Version string
 	// Progress, when set, is called after each committed transaction.
 	Progress func(Progress)
+	// Op is the operation's id; "" makes a new one (rd-… or dc-…).
+	Op string
+	// Started, when set, is called once the lease is held and the records
+	// are selected, before the first move.
+	Started func(*Result)
 }
 
 // Progress is the state of a running operation.
@@ -104,7 +109,10 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	if req.Action == ActionDiscard {
 		prefix = "dc"
 	}
-	res := &Result{Op: newOpID(prefix, start), Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
+	if req.Op == "" {
+		req.Op = newOpID(prefix, start)
+	}
+	res := &Result{Op: req.Op, Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
 	if req.DryRun {
 		snap, err := c.Read(ctx)
 		if err != nil {
@@ -149,6 +157,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	c.selectEntries(snap, &req, res)
 	c.log.Info("dlq operation started", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"filter", req.Filter.String(), "limit", req.Limit, "rate", req.Rate, "selected", res.Selected, "refused", len(res.Refused))
+	if req.Started != nil {
+		req.Started(res)
+	}
 	err = c.run(ctx, tx, &req, res, start)
 	res.Elapsed = c.clk.Now().Sub(start)
 	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
@@ -168,17 +179,17 @@ func (c *Client) check(req *Request) error {
 	switch req.Action {
 	case ActionRedrive:
 		if c.t.Tier == "" {
-			return fmt.Errorf("%s has no retry tiers: a redriven record goes to the first tier; add one to its retry.tiers", c.t.Source)
+			return fmt.Errorf("%w: %s has no retry tiers: a redriven record goes to the first tier; add one to its retry.tiers", errBadRequest, c.t.Source)
 		}
 	case ActionDiscard:
 		if req.Reason == "" {
-			return errors.New("a discard needs a reason (--reason TEXT): it is kept in the marks for audit")
+			return fmt.Errorf("%w: a discard needs a reason (--reason TEXT): it is kept in the marks for audit", errBadRequest)
 		}
 	default:
-		return fmt.Errorf("action %q: want %s or %s", req.Action, ActionRedrive, ActionDiscard)
+		return fmt.Errorf("%w: action %q: want %s or %s", errBadRequest, req.Action, ActionRedrive, ActionDiscard)
 	}
 	if req.Limit < 0 {
-		return fmt.Errorf("limit %d: want 0 (all) or more", req.Limit)
+		return fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
 	}
 	if req.Rate == 0 {
 		req.Rate = DefaultRate

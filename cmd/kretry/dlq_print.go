@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,72 +15,6 @@ import (
 
 	"github.com/kretry/kretry/dlq"
 )
-
-// entryJSON is one DLQ record in --json output. Key and value are given
-// as UTF-8 text when they are, else as base64 (key_b64, value_b64).
-type entryJSON struct {
-	Record      string       `json:"record"` // partition/offset
-	Partition   int32        `json:"partition"`
-	Offset      int64        `json:"offset"`
-	State       dlq.State    `json:"state"`
-	ID          string       `json:"id,omitempty"`
-	Key         *string      `json:"key,omitempty"`
-	KeyB64      *string      `json:"key_b64,omitempty"`
-	Class       string       `json:"class"`
-	Status      int          `json:"status,omitempty"`
-	Attempts    int64        `json:"attempts"`
-	Redrives    int64        `json:"redrives"`
-	First       *time.Time   `json:"first_failure,omitempty"`
-	Last        *time.Time   `json:"last_failure,omitempty"`
-	DeadLetter  time.Time    `json:"dead_lettered"`
-	Message     string       `json:"message"`
-	Problem     string       `json:"problem,omitempty"`
-	Mark        *dlq.Mark    `json:"mark,omitempty"`
-	Value       *string      `json:"value,omitempty"`
-	ValueB64    *string      `json:"value_b64,omitempty"`
-	Headers     []headerJSON `json:"headers,omitempty"`
-	ValueLength int          `json:"value_bytes"`
-}
-
-type headerJSON struct {
-	Key      string  `json:"key"`
-	Value    *string `json:"value,omitempty"`
-	ValueB64 *string `json:"value_b64,omitempty"`
-}
-
-// textOrB64 returns b as text when it is valid UTF-8, else as base64.
-func textOrB64(b []byte) (text, b64 *string) {
-	if b == nil {
-		return nil, nil
-	}
-	if utf8.Valid(b) {
-		s := string(b)
-		return &s, nil
-	}
-	s := base64.StdEncoding.EncodeToString(b)
-	return nil, &s
-}
-
-func toJSON(e *dlq.Entry, full bool) entryJSON {
-	j := entryJSON{Record: e.Ref(), Partition: e.Partition, Offset: e.Offset, State: e.State, ID: e.ID, Class: e.Class(), Status: e.Status,
-		Attempts: e.Attempts, Redrives: e.Redrives, DeadLetter: e.Timestamp, Message: e.Message, Problem: e.Problem, Mark: e.Mark, ValueLength: len(e.Value)}
-	j.Key, j.KeyB64 = textOrB64(e.Key)
-	if !e.FirstFailure.IsZero() {
-		j.First = &e.FirstFailure
-	}
-	if !e.LastFailure.IsZero() {
-		j.Last = &e.LastFailure
-	}
-	if full {
-		j.Value, j.ValueB64 = textOrB64(e.Value)
-		for _, h := range e.Headers {
-			hj := headerJSON{Key: h.Key}
-			hj.Value, hj.ValueB64 = textOrB64(h.Value)
-			j.Headers = append(j.Headers, hj)
-		}
-	}
-	return j
-}
 
 // printable renders b for a terminal: quoted text when it is UTF-8 without
 // control characters, hex otherwise; cut to n runes.
@@ -114,9 +47,9 @@ func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newe
 		sel = sel[:limit]
 	}
 	if asJSON {
-		out := make([]entryJSON, 0, len(sel))
+		out := make([]dlq.EntryJSON, 0, len(sel))
 		for _, e := range sel {
-			out = append(out, toJSON(e, false))
+			out = append(out, e.JSON(false))
 		}
 		return json.NewEncoder(w).Encode(out)
 	}
@@ -148,7 +81,7 @@ func when(t time.Time) string {
 
 func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(toJSON(e, true))
+		return json.NewEncoder(w).Encode(e.JSON(true))
 	}
 	fmt.Fprintf(w, "record     %s (dead-lettered %s)\nstate      %s\n", e.Ref(), e.Timestamp.UTC().Format(time.RFC3339Nano), e.State)
 	if e.Mark != nil {

@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		}()
 		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
 	}
+	stopAdmin, err := startAdmin(ctx, cfg, clientOpts, log) // admin.go: DLQ admin API and page
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
 
 	defer func() {
 		if !starting {

@@ -90,6 +90,7 @@ type Config struct {
 	Log      Log     `koanf:"log"`
 	Lag      Lag     `koanf:"lag"`
 	Tracing  Tracing `koanf:"tracing"`
+	Admin    Admin   `koanf:"admin"` // admin.go
 }
 
 // Kafka is how kretry reaches the cluster.
