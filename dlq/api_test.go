@@ -134,4 +134,3 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatalf("page: %d", code)
 	}
 }
-
