@@ -26,7 +26,7 @@ func apiEnv(t *testing.T) (*env, *httptest.Server) {
 	c := e.client()
 	deadLetter(t, e, c, 4)
 	e.produce(&kgo.Record{Topic: e.plan.DLQ, Partition: 1, Key: []byte{0, 0xfe}, Value: []byte{0xff, 0, 1},
-		Headers: []kgo.RecordHeader{{Key: "kretry-attempt", Value: []byte("<script>x</script>")}, {Key: "\xff", Value: nil}}})
+		Headers: []kgo.RecordHeader{{Key: "kretry-attempt", Value: []byte(`<img src=x onerror="window.__xss=1">`)}, {Key: "\xff", Value: nil}}})
 	e.waitDLQ(c, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -19,12 +19,12 @@ import (
 // Topic names the stages of one source topic that the DLQ tools use.
 type Topic struct {
 	// Source is the source topic (topics[].name).
-	Source string
+	Source string `json:"source"`
 	// DLQ is its dead-letter topic.
-	DLQ string
+	DLQ string `json:"dlq"`
 	// Tier is its first retry tier, where redriven records go; "" when the
 	// topic has no tiers (then it cannot be redriven).
-	Tier string
+	Tier string `json:"tier,omitempty"`
 }
 
 // Client reads and moves the records of one DLQ.
