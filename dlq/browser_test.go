@@ -147,4 +147,3 @@ func TestWebPageInChromium(t *testing.T) {
 		return false
 	})
 }
-
