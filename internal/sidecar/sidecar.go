@@ -208,6 +208,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 			return fmt.Errorf("topic %q: %w", t.Name, err)
 		}
 		s.Engines = append(s.Engines, e)
+		for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
+			log.Warn(w, "topic", t.Name)
+		}
 		obs.watchEngine(t.Group, t.Name, e)
 	}
 
@@ -290,7 +293,7 @@ func (s *Sidecar) healthHandler() http.Handler {
 
 // PlanFor returns the retry plan of a defaulted topic config.
 func PlanFor(t *config.Topic) retrytopics.Plan {
-	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic}
+	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic, DLQRetention: t.DLQ.Retention}
 	if t.Retry.Jitter != nil {
 		p.Jitter = *t.Retry.Jitter
 	}

@@ -342,6 +342,12 @@ type Retry struct {
 type DLQ struct {
 	// Topic defaults to <name>.dlq.
 	Topic string `koanf:"topic"`
+	// Retention is the retention.ms kretry gives the DLQ when it creates
+	// it. Default 0: twice the source's retention, at least 14 days (a
+	// source kept forever gives a DLQ kept forever); a negative duration
+	// (-1ms) keeps records forever. An existing DLQ is not changed, but
+	// kretry run warns when it keeps records for less time than its source.
+	Retention time.Duration `koanf:"retention"`
 }
 
 // Classify lists the HTTP statuses with a fixed route. A status in neither
