@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // FakeClock is a clock whose Sleep advances it at once.
@@ -32,3 +35,38 @@ func (f *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // WithClock replaces the clock of the rate limit.
 func WithClock(c clock) Option { return func(cl *Client) { cl.clk = c } }
+
+// ManualReaderProvider is a meter provider read on demand.
+type ManualReaderProvider struct {
+	Provider *sdkmetric.MeterProvider
+	reader   *sdkmetric.ManualReader
+}
+
+func NewManualReaderProvider() *ManualReaderProvider {
+	r := sdkmetric.NewManualReader()
+	return &ManualReaderProvider{Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)), reader: r}
+}
+
+// Gauges collects once and returns each gauge's first data point.
+func (m *ManualReaderProvider) Gauges(t interface{ Fatal(...any) }) map[string]float64 {
+	var rm metricdata.ResourceMetrics
+	if err := m.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			switch d := mt.Data.(type) {
+			case metricdata.Gauge[int64]:
+				if len(d.DataPoints) > 0 {
+					out[mt.Name] = float64(d.DataPoints[0].Value)
+				}
+			case metricdata.Gauge[float64]:
+				if len(d.DataPoints) > 0 {
+					out[mt.Name] = d.DataPoints[0].Value
+				}
+			}
+		}
+	}
+	return out
+}

@@ -141,6 +141,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		return err
 	}
 	d = health
+	stopDLQMetrics, err := startDLQMetrics(ctx, cfg, obs, clientOpts, log) // dlqmetrics.go: waiting records, redrive results
+	if err != nil {
+		return err
+	}
+	defer stopDLQMetrics()
 
 	var srv *http.Server
 	if cfg.Metrics.Listen != "" {
