@@ -40,7 +40,7 @@ type Fingerprint struct {
 
 // StatsOf summarizes entries (all states).
 func StatsOf(entries []*Entry) *Stats {
-	s := &Stats{ByClass: map[string]int{}, ByStatus: map[string]int{}}
+	s := &Stats{ByClass: map[string]int{}, ByStatus: map[string]int{}, Fingerprints: []Fingerprint{}}
 	fps := map[string]*Fingerprint{}
 	for _, e := range entries {
 		s.Total++

@@ -119,6 +119,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return code
 	}
+	if err := cfg.Admin.CheckToken(); err != nil { // only run serves the admin API
+		fmt.Fprintf(stderr, "kretry run: invalid config %s:\n  %v\n", *path, err)
+		return exitUsage
+	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
 	log.Info("kretry starting", "version", engine.Version, "topics", len(cfg.Topics), "brokers", cfg.Kafka.Brokers)

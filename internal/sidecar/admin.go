@@ -21,6 +21,9 @@ func startAdmin(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *sl
 	if !cfg.Admin.Enabled {
 		return func() {}, nil
 	}
+	if err := cfg.Admin.CheckToken(); err != nil {
+		return nil, err
+	}
 	clients := map[string]*dlq.Client{}
 	var names []string
 	closeAll := func() {
