@@ -49,14 +49,14 @@ var (
 
 // env is a broker, a source topic with its plan, and an app.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	addrs []string
 	plan  retrytopics.Plan
 	adm   *kadm.Client
 	app   *app
 }
 
-func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
+func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 	t.Helper()
 	t.Logf("broker: %s", brokerKind)
 	var addrs []string
@@ -116,7 +116,7 @@ func (e *env) client(o ...dlq.Option) *dlq.Client {
 	return c
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
@@ -181,7 +181,7 @@ func (e *env) waitDLQ(c *dlq.Client, n int) *dlq.Snapshot {
 }
 
 // eventually polls cond every 50ms until it holds or 30s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

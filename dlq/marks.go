@@ -86,9 +86,10 @@ func newOpID(prefix string, now time.Time) string {
 // ensureMarks creates the marks topic of dlq when it is missing: one
 // partition, cleanup.policy compact (a mark must outlive nothing but its
 // DLQ record, and there is one per record).
-func ensureMarks(ctx context.Context, adm *kadm.Client, dlq string) error {
+func ensureMarks(ctx context.Context, cl *kgo.Client, dlq string) error {
+	adm := kadm.NewClient(cl)
 	topic := MarksTopic(dlq)
-	tds, err := adm.ListTopics(ctx, topic)
+	tds, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), topic) // past the metadata cache
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", topic, err)
 	}
@@ -103,13 +104,15 @@ func ensureMarks(ctx context.Context, adm *kadm.Client, dlq string) error {
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating marks topic %s: %w", topic, err)
 	}
-	return waitTopic(ctx, adm, topic)
+	return waitTopic(ctx, cl, topic)
 }
 
 // waitTopic waits until topic's partitions answer ListOffsets (a topic just
 // created on Kafka has no leader for a moment).
-func waitTopic(ctx context.Context, adm *kadm.Client, topic string) error {
+func waitTopic(ctx context.Context, cl *kgo.Client, topic string) error {
+	adm := kadm.NewClient(cl)
 	for {
+		cl.ForceMetadataRefresh()
 		offs, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			err = offs.Error()

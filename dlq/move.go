@@ -124,7 +124,7 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	if _, err := c.readDLQ(ctx, nil); err != nil {
 		return nil, err // not a DLQ: create nothing
 	}
-	if err := ensureMarks(ctx, c.adm, c.t.DLQ); err != nil {
+	if err := ensureMarks(ctx, c.cl, c.t.DLQ); err != nil {
 		return nil, err
 	}
 	host, pid := hostPID()

@@ -63,7 +63,10 @@ func New(t Topic, opts []kgo.Opt, o ...Option) (*Client, error) {
 	for _, f := range o {
 		f(c)
 	}
-	cl, err := kgo.NewClient(opts...)
+	// A short metadata age: topics this client asks about are created by
+	// others (the engine, an earlier redrive), and kgo would answer from a
+	// cache that says "unknown" for up to 5s.
+	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.MetadataMinAge(250*time.Millisecond))...)
 	if err != nil {
 		return nil, err
 	}

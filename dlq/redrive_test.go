@@ -22,7 +22,7 @@ import (
 // deadLetter produces n records (binary key, binary header) that the app
 // rejects with 422, runs the engine and waits for all n in the DLQ. The app
 // then accepts everything.
-func deadLetter(t *testing.T, e *env, c *dlq.Client, n int) *dlq.Snapshot {
+func deadLetter(t testing.TB, e *env, c *dlq.Client, n int) *dlq.Snapshot {
 	t.Helper()
 	e.app.set(rejectAll)
 	e.run()
