@@ -21,6 +21,7 @@ import (
 	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -126,7 +127,7 @@ func (e *env) run() {
 	eng, err := engine.New(context.Background(), engine.Options{
 		Brokers: e.addrs, Plan: e.plan, Group: e.plan.Source + "-kretry",
 		TransactionalID: "test-" + e.plan.Source, Deliverer: e.app,
-		Ordering: engine.OrderingKey, ParkingTopic: retrytopics.ParkingTopic(e.plan.Source),
+		Ordering: flow.OrderingKey, ParkingTopic: retrytopics.ParkingTopic(e.plan.Source),
 		MaxInFlight: 8, DeliveryTimeout: 2 * time.Second, FetchMaxWait: 50 * time.Millisecond, ShutdownGrace: 2 * time.Second,
 		Logger: testLogger(e.t),
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // cmdDLQ is `kretry dlq list|show|stats|redrive|discard`: the DLQ logic is
@@ -277,7 +277,7 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 		return printList(stdout, snap.Entries, &f.filter, int(*f.limit), *f.newest, *f.json)
 	}
 	action := dlq.ActionRedrive
-	req := dlq.Request{Filter: f.filter, Limit: int(*f.limit), Rate: *f.rate, DryRun: *f.dryRun, By: *f.by, Version: engine.Version}
+	req := dlq.Request{Filter: f.filter, Limit: int(*f.limit), Rate: *f.rate, DryRun: *f.dryRun, By: *f.by, Version: flow.Version}
 	if f.sub == dlqDiscardCmd {
 		action, req.Reason = dlq.ActionDiscard, *f.reason
 	}

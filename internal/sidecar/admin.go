@@ -12,7 +12,7 @@ import (
 
 	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // startAdmin serves the DLQ admin API and page on admin.listen when
@@ -51,7 +51,7 @@ func startAdmin(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *sl
 		return nil, fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
 	}
 	actx, cancel := context.WithCancel(ctx)
-	s := dlq.NewServer(actx, names, clients, cfg.Admin.Token, log, engine.Version)
+	s := dlq.NewServer(actx, names, clients, cfg.Admin.Token, log, flow.Version)
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	log.Info("DLQ admin API and page listening", "addr", ln.Addr().String(), "topics", names)
