@@ -64,37 +64,11 @@ type heldLease struct {
 // acquire takes the lease of the DLQ for self, or returns a *BusyError.
 func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 	topic := MarksTopic(c.t.DLQ)
-	ends, err := c.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", topic, err)
-	}
-	end := int64(0)
-	if o, ok := ends.Lookup(topic, 0); ok {
-		end = o.Offset
-	}
-	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
+	rd, latest, err := c.latestLease(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
-	var latest *Lease
-	onLease := func(fn func(Lease)) func(*kgo.Record) {
-		return func(r *kgo.Record) {
-			var l Lease
-			if string(r.Key) == leaseKey && json.Unmarshal(r.Value, &l) == nil {
-				fn(l)
-			}
-		}
-	}
-	if end > 0 {
-		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) { latest = &l })); err != nil {
-			return nil, err
-		}
-	}
 	if latest != nil && latest.State == leaseHeld {
 		if err := c.watchHolder(ctx, rd, *latest); err != nil {
 			return nil, err
@@ -132,6 +106,46 @@ func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 	}
 	h.renew(c, topic)
 	return h, nil
+}
+
+// onLease calls fn with each lease record.
+func onLease(fn func(Lease)) func(*kgo.Record) {
+	return func(r *kgo.Record) {
+		var l Lease
+		if string(r.Key) == leaseKey && json.Unmarshal(r.Value, &l) == nil {
+			fn(l)
+		}
+	}
+}
+
+// latestLease reads the marks topic (read_uncommitted: lease records are
+// not transactional) to its end and returns the reader, positioned there,
+// and the last lease record (nil when none). Close the reader.
+func (c *Client) latestLease(ctx context.Context, topic string) (*kgo.Client, *Lease, error) {
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", topic, err)
+	}
+	end := int64(0)
+	if o, ok := ends.Lookup(topic, 0); ok {
+		end = o.Offset
+	}
+	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var latest *Lease
+	if end > 0 {
+		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) { latest = &l })); err != nil {
+			rd.Close()
+			return nil, nil, err
+		}
+	}
+	return rd, latest, nil
 }
 
 // watchHolder waits up to the lease TTL for a sign of life of the holder of

@@ -121,8 +121,8 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		c.selectEntries(snap, &req, res)
 		return res, nil
 	}
-	if _, err := c.readDLQ(ctx, nil); err != nil {
-		return nil, err // not a DLQ: create nothing
+	if !c.exists(ctx, c.t.DLQ) {
+		return nil, fmt.Errorf("%w: %s does not exist (kretry run creates it; check topics[].dlq.topic of %q)", ErrNotDLQ, c.t.DLQ, c.t.Source)
 	}
 	if err := ensureMarks(ctx, c.cl, c.t.DLQ); err != nil {
 		return nil, err
@@ -133,27 +133,11 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	defer lease.release(context.WithoutCancel(ctx), MarksTopic(c.t.DLQ))
-	tx, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.TransactionalID(TransactionalID(c.t.DLQ)),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))...)
+	tx, snap, err := c.fencedSnapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Close()
-	// InitProducerID first: it fences an older operation and aborts its
-	// open transaction, so the marks read next are final.
-	if _, _, err := tx.ProducerID(ctx); err != nil {
-		return nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
-	}
-	// The marks topic exists (ensureMarks): not finding it is an error,
-	// never "no marks", which would move records twice.
-	marks, err := c.readMarks(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the marks: %w", err)
-	}
-	snap, err := c.readDLQ(ctx, marks)
-	if err != nil {
-		return nil, err
-	}
 	c.selectEntries(snap, &req, res)
 	c.log.Info("dlq operation started", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"filter", req.Filter.String(), "limit", req.Limit, "rate", req.Rate, "selected", res.Selected, "refused", len(res.Refused))
@@ -165,6 +149,35 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped, "err", err)
 	return res, err
+}
+
+// fencedSnapshot starts the DLQ's transactional producer, which fences an
+// older operation and aborts its open transaction (InitProducerID), and
+// only then reads the marks and the DLQ: whatever the older one committed
+// is seen. Close the producer.
+func (c *Client) fencedSnapshot(ctx context.Context) (*kgo.Client, *Snapshot, error) {
+	tx, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.TransactionalID(TransactionalID(c.t.DLQ)),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, _, err := tx.ProducerID(ctx); err != nil {
+		tx.Close()
+		return nil, nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
+	}
+	// The marks topic exists (ensureMarks): not finding it is an error,
+	// never "no marks", which would move records twice.
+	marks, err := c.readMarks(ctx)
+	if err != nil {
+		tx.Close()
+		return nil, nil, fmt.Errorf("reading the marks: %w", err)
+	}
+	snap, err := c.readDLQ(ctx, marks)
+	if err != nil {
+		tx.Close()
+		return nil, nil, err
+	}
+	return tx, snap, nil
 }
 
 func actionVerb(a string) string {

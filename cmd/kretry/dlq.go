@@ -173,6 +173,11 @@ func (f *dlqFlags) check() error {
 	if f.reason != nil && strings.TrimSpace(*f.reason) == "" {
 		return errors.New("--reason TEXT is required: say why these records are not delivered (kept for audit)")
 	}
+	return f.checkFilter()
+}
+
+// checkFilter validates the filter flags into f.filter.
+func (f *dlqFlags) checkFilter() error {
 	fl := &f.filter
 	if *f.classes != "" {
 		fl.Classes = strings.Split(*f.classes, ",")
