@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"time"
 	"unicode/utf8"
+
+	"github.com/kretry/kretry/retrytopics"
 )
 
 // EntryJSON is one DLQ record as `kretry dlq list --json`, `show --json` and
@@ -55,7 +57,12 @@ func TextOrBase64(b []byte) (text, b64 *string) {
 	return nil, &s
 }
 
-// JSON renders e; full adds the value and every header.
+// listMessageBytes bounds the error message of a record in a list (bytes);
+// the record itself (full) has all of it.
+const listMessageBytes = 1024
+
+// JSON renders e; full adds the value and every header (and the whole
+// error message, cut to listMessageBytes otherwise).
 func (e *Entry) JSON(full bool) EntryJSON {
 	j := EntryJSON{Record: e.Ref(), Partition: e.Partition, Offset: e.Offset, State: e.State, ID: e.ID, Class: e.Class(), Status: e.Status,
 		Attempts: e.Attempts, Redrives: e.Redrives, DeadLetter: e.Timestamp, Message: e.Message, Problem: e.Problem, Mark: e.Mark, ValueBytes: len(e.Value)}
@@ -65,6 +72,9 @@ func (e *Entry) JSON(full bool) EntryJSON {
 	}
 	if !e.LastFailure.IsZero() {
 		j.Last = &e.LastFailure
+	}
+	if !full {
+		j.Message = retrytopics.Truncate(j.Message, listMessageBytes)
 	}
 	if full {
 		j.Value, j.ValueB64 = TextOrBase64(e.Value)
