@@ -342,7 +342,9 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
 			return fmt.Errorf("%w: %w", ErrFenced, err)
 		}
-		return fmt.Errorf("the transaction of %d records did not commit (nothing of it moved; run again to continue): %w", len(recs), err)
+		// The commit's outcome may be unknown (a timeout): a rerun reads the
+		// marks after fencing, so whatever did commit is not moved twice.
+		return fmt.Errorf("a transaction of %d records failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", len(recs), err)
 	}
 	return nil
 }
