@@ -123,7 +123,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	f.grep = fs.String("grep", "", "`TEXT` in the error message (case-insensitive)")
 	fs.Var(&f.headers, "header", "original header `K=V` (or K: present), repeatable")
 	fs.Var(&f.records, "record", "only DLQ record `P/O` (partition/offset), repeatable")
-	f.limit = fs.Int64("limit", 0, "at most `N` records (0: all)")
+	f.limit = fs.Int64("limit", 0, "at most `N` records (default 0: all)")
 	if sub == dlqListCmd {
 		fs.Var(&f.states, "state", "`STATE` waiting, redriven, discarded or all, repeatable (default waiting)")
 		f.newest = fs.Bool("newest", false, "newest first (default oldest first)")
@@ -132,7 +132,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	f.rate = fs.Float64("rate", dlq.DefaultRate, "records/s `N`; 0 for no limit")
 	f.dryRun = fs.Bool("dry-run", false, "print what would move, move nothing")
 	f.quiet = fs.Bool("quiet", false, "no progress bar")
-	f.by = fs.String("by", defaultBy(), "`NAME` recorded as who did it")
+	f.by = fs.String("by", defaultBy(), "`NAME` recorded as who did it (default $USER@host)")
 	if sub == dlqDiscardCmd {
 		f.reason = fs.String("reason", "", "why the records are not delivered, kept for audit `TEXT` (required)")
 	}
