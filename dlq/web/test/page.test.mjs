@@ -75,6 +75,29 @@ try {
   await page.click("#apply");
   await page.waitForFunction(() => [...document.querySelectorAll("#rows tr td.state")].every((td) => td.textContent === "redriven"));
   out.redrivenRows = await page.locator("#rows tr").evaluateAll((trs) => trs.map((tr) => tr.dataset.record));
+
+  // Discard the forged record with a reason.
+  await page.selectOption("#f-state", "waiting");
+  await page.selectOption("#f-class", "unreadable");
+  await page.click("#apply");
+  await page.waitForFunction(() => [...document.querySelectorAll("#rows tr td:nth-child(5)")].every((td) => td.textContent === "unreadable"));
+  await page.locator("#rows input.pick").first().check();
+  await page.fill("#reason", "forged by the browser test");
+  await page.click("#discard-selected");
+  await page.waitForFunction(() => /discarded done: /.test(document.getElementById("status").textContent));
+  out.discardStatus = await page.textContent("#status");
+
+  // A slow redrive of every waiting permanent record, cancelled after its
+  // first move: it stops cleanly with the count so far.
+  await page.selectOption("#f-class", "permanent");
+  await page.click("#apply");
+  await page.waitForFunction(() => [...document.querySelectorAll("#rows tr td:nth-child(5)")].every((td) => td.textContent === "permanent"));
+  await page.fill("#rate", "0.5");
+  await page.click("#redrive-filtered");
+  await page.waitForFunction(() => /^1\//.test(document.getElementById("progress-text").textContent));
+  await page.click("#cancel");
+  await page.waitForFunction(() => / stopped: /.test(document.getElementById("status").textContent));
+  out.cancelStatus = await page.textContent("#status");
   out.pageErrors = errors;
 } finally {
   await ctx.close();
