@@ -88,7 +88,7 @@ func TestWebPageInChromium(t *testing.T) {
 		XSSRan                                       bool `json:"xssRan"`
 		Picked                                       []string
 		Status, Progress                             string
-		DiscardStatus, CancelStatus                  string
+		DiscardStatus, CancelStatus, CancelError     string
 		RedrivenRows                                 []string
 		PageErrors                                   []string
 	}
@@ -108,7 +108,7 @@ func TestWebPageInChromium(t *testing.T) {
 	case !strings.Contains(got.DiscardStatus, "discarded done: moved 1 of 1"):
 		t.Errorf("discard status %q, want 1 of 1 done", got.DiscardStatus)
 	case !strings.Contains(got.CancelStatus, "redriven stopped: moved 1 of 3"):
-		t.Errorf("cancelled redrive status %q, want stopped after 1 of 3", got.CancelStatus)
+		t.Errorf("cancelled redrive status %q (error %q), want stopped after 1 of 3", got.CancelStatus, got.CancelError)
 	case len(got.PageErrors) > 0:
 		t.Errorf("errors in the page: %v", got.PageErrors)
 	}

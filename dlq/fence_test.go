@@ -17,14 +17,18 @@ import (
 // record is moved exactly once.
 func TestTakeoverFencesTheOlderOperation(t *testing.T) {
 	e := newEnv(t, 2, time.Hour)
-	c := e.client()
+	// A long TTL: the older one renews its lease every 10s, so not during
+	// the test, as if it were paused (a renewal would show it alive and
+	// the newer one would be refused).
+	const ttl = 40 * time.Second
+	c := e.client(dlq.WithLeaseTTL(ttl))
 	const n = 10
 	snap := deadLetter(t, e, c, n)
 	progressed := make(chan struct{}, 1)
 	older := make(chan error, 1)
 	var olderMoved int
 	go func() {
-		res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 2, Progress: func(dlq.Progress) {
+		res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 1, Progress: func(dlq.Progress) {
 			select {
 			case progressed <- struct{}{}:
 			default:
@@ -38,7 +42,7 @@ func TestTakeoverFencesTheOlderOperation(t *testing.T) {
 	<-progressed
 	ahead := dlq.NewFakeClock()
 	_ = ahead.Sleep(context.Background(), time.Hour)
-	res, err := e.client(dlq.WithClock(ahead)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
+	res, err := e.client(dlq.WithClock(ahead), dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
 	if err != nil {
 		t.Fatalf("the newer operation: %v", err)
 	}

@@ -339,7 +339,10 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 	}
 	err := tx.EndTransaction(ctx, how)
 	if err = errors.Join(perr, err); err != nil {
-		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		// A newer InitProducerID for the same transactional id: Kafka
+		// answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, kfake also
+		// INVALID_PRODUCER_ID_MAPPING (the id is no longer ours).
+		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidProducerIDMapping) {
 			return fmt.Errorf("%w: %w", ErrFenced, err)
 		}
 		// The commit's outcome may be unknown (a timeout): a rerun reads the
