@@ -350,6 +350,7 @@ func (e *Engine) start(l *lane) {
 		Attempt:   attemptOf(o.Attempts),
 		GapAfter:  en.gapAfter,
 	}
+	setRedrive(m, o) // redrive
 	en.started = time.Now()
 	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
 	e.deliveries.Add(1)
@@ -458,6 +459,7 @@ func (e *Engine) apply(r *result) {
 	if stage == parkStage {
 		routeStage = 0 // a parked record's first attempt
 	}
+	routeStage = redriveRouteStage(en, routeStage) // redrive
 	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
 	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
 		e.hold(l, en)
