@@ -11,13 +11,15 @@ import (
 	"github.com/kretry/kretry/pkg/flow"
 )
 
-// This file decides which deliveries may start now (dispatch) and runs
-// them (start, deliverSafely). It is the one place where a delivery
-// starts: a policy that may refuse or delay a start (the overload gate:
-// breaker, retry budget, rate limit) plugs in at dispatch.
+// This file decides which deliveries may start now (startReady) and runs
+// them (start, deliverSafely). startReady is the one place where a
+// delivery starts: a policy that may refuse or delay a start (the overload
+// gate: breaker, retry budget, rate limit) plugs in there, and pauses
+// partitions through updatePauses (pauses.go).
 
-// dispatch hands due tier records to their lanes and starts deliveries
-// while in-flight slots are free.
+// dispatch is the loop's turn over every shard: due tier records go to
+// their lanes, a slow key's waiting records spill to parking, pauses are
+// decided; then the ready deliveries start (startReady).
 func (e *Engine) dispatch(now time.Time) {
 	if e.stopping {
 		return
@@ -35,6 +37,16 @@ func (e *Engine) dispatch(now time.Time) {
 			}
 		}
 		e.updatePauses(sh, now)
+	}
+	e.startReady()
+}
+
+// startReady starts deliveries of ready lanes while in-flight slots are
+// free. A finished delivery calls it (not dispatch: its cost must not grow
+// with the partitions), so a freed slot is used at once.
+func (e *Engine) startReady() {
+	if e.stopping {
+		return
 	}
 	// Retries go first, up to their share, so a backlog of first attempts
 	// cannot make them late; first attempts take every slot left, and at
@@ -123,8 +135,8 @@ func (e *Engine) start(l *lane) {
 		// through the poll loop would leave the slot idle for a loop turn.
 		e.mu.Lock()
 		e.apply(r)
-		if !e.stopping && !e.needAbort.Load() {
-			e.dispatch(time.Now())
+		if !e.needAbort.Load() {
+			e.startReady()
 		}
 		early := e.settled >= e.opts.MaxPending/2
 		e.mu.Unlock()

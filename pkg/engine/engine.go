@@ -221,50 +221,8 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.warnOrphans(ectx)
-	maxBytes := 0
-	for _, n := range e.topics.MaxBytes {
-		maxBytes = max(maxBytes, n)
-	}
-
-	consume := []string{opts.Plan.Source}
-	for _, t := range opts.Plan.Tiers {
-		consume = append(consume, t.Topic)
-	}
-	if e.parking() {
-		consume = append(consume, opts.ParkingTopic)
-	}
-	copts := append(slices.Clone(opts.ClientOpts),
-		kgo.SeedBrokers(opts.Brokers...),
-		kgo.ConsumerGroup(opts.Group),
-		kgo.ConsumeTopics(consume...),
-		kgo.TransactionalID(opts.TransactionalID),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.FetchMaxWait(opts.FetchMaxWait),
-		kgo.ProducerBatchMaxBytes(int32(min(maxBytes, 1<<30))),
-		// Transactions last about one CommitInterval. A short timeout bounds
-		// how long a crashed instance's open transaction holds back
-		// read_committed readers when no successor with the same
-		// transactional ID aborts it (franz-go's default is 40s).
-		kgo.TransactionTimeout(opts.txnTimeout),
-	)
-	if opts.InstanceID != "" {
-		copts = append(copts, kgo.InstanceID(opts.InstanceID))
-	}
-	copts = append(copts, opts.GroupOpts...)
-	copts = append(copts,
-		// Range gives partition p of every subscribed topic with the same
-		// partition count to the same member: source, tiers and parking
-		// are co-partitioned (DESIGN.md invariant 8).
-		kgo.Balancers(kgo.RangeBalancer()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.assigned(m) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, false) }),
-		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, true) }),
-	)
-	e.copts = copts
-	e.sess, err = kgo.NewGroupTransactSession(copts...)
+	e.copts = e.groupClientOpts()
+	e.sess, err = kgo.NewGroupTransactSession(e.copts...)
 	if err != nil {
 		e.adm.Close()
 		return nil, fmt.Errorf("engine: group client: %w", err)
@@ -308,3 +266,52 @@ type nopObserver struct{}
 func (nopObserver) Delivered(DeliveryEvent) {}
 func (nopObserver) Moved(MoveEvent)         {}
 func (nopObserver) Committed(CommitEvent)   {}
+
+// groupClientOpts are the options of the transactional group client: it
+// consumes the source, the tiers and the parking topic, reads committed,
+// and writes the moves.
+func (e *Engine) groupClientOpts() []kgo.Opt {
+	maxBytes := 0
+	for _, n := range e.topics.MaxBytes {
+		maxBytes = max(maxBytes, n)
+	}
+
+	consume := []string{e.opts.Plan.Source}
+	for _, t := range e.opts.Plan.Tiers {
+		consume = append(consume, t.Topic)
+	}
+	if e.parking() {
+		consume = append(consume, e.opts.ParkingTopic)
+	}
+	copts := append(slices.Clone(e.opts.ClientOpts),
+		kgo.SeedBrokers(e.opts.Brokers...),
+		kgo.ConsumerGroup(e.opts.Group),
+		kgo.ConsumeTopics(consume...),
+		kgo.TransactionalID(e.opts.TransactionalID),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.FetchMaxWait(e.opts.FetchMaxWait),
+		kgo.ProducerBatchMaxBytes(int32(min(maxBytes, 1<<30))),
+		// Transactions last about one CommitInterval. A short timeout bounds
+		// how long a crashed instance's open transaction holds back
+		// read_committed readers when no successor with the same
+		// transactional ID aborts it (franz-go's default is 40s).
+		kgo.TransactionTimeout(e.opts.txnTimeout),
+	)
+	if e.opts.InstanceID != "" {
+		copts = append(copts, kgo.InstanceID(e.opts.InstanceID))
+	}
+	copts = append(copts, e.opts.GroupOpts...)
+	copts = append(copts,
+		// Range gives partition p of every subscribed topic with the same
+		// partition count to the same member: source, tiers and parking
+		// are co-partitioned (DESIGN.md invariant 8).
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.assigned(m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, true) }),
+	)
+	return copts
+}

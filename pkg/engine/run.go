@@ -55,25 +55,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.sess.AllowRebalance()
 			continue
 		}
-		var fenced, authErr error
-		fetches.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			if isFenced(err) {
-				fenced = err
-				return
-			}
-			if credentialsRefused(err) {
-				authErr = err
-			}
-			e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
-		})
-		if fenced != nil {
-			e.sess.AllowRebalance()
-			return e.fenced(fenced)
-		}
-		if err := e.authFailing(authErr, time.Now()); err != nil {
+		if err := e.fetchErrors(fetches); err != nil {
 			e.sess.AllowRebalance()
 			return err
 		}
@@ -195,4 +177,28 @@ func (e *Engine) close() {
 	}
 	e.adm.Close()
 	e.log.Info("stopped")
+}
+
+// fetchErrors logs the fetch errors of a poll, once each, and returns the
+// fatal ones: our producer fenced (a *FencedError), or the brokers refusing
+// our credentials for too long (ErrAuthFailed; see authFailing).
+func (e *Engine) fetchErrors(fetches kgo.Fetches) error {
+	var fenced, authErr error
+	fetches.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if isFenced(err) {
+			fenced = err
+			return
+		}
+		if credentialsRefused(err) {
+			authErr = err
+		}
+		e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
+	})
+	if fenced != nil {
+		return e.fenced(fenced)
+	}
+	return e.authFailing(authErr, time.Now())
 }
