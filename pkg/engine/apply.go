@@ -51,6 +51,7 @@ func (e *Engine) apply(r *result) {
 	if stage == parkStage {
 		routeStage = 0 // a parked record's first attempt
 	}
+	routeStage = redriveRouteStage(en, routeStage) // redrive
 	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
 	now := time.Now()
 	if route.Action != retrytopics.Done {

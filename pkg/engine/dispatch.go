@@ -119,6 +119,7 @@ func (e *Engine) start(l *lane) {
 		Attempt:   attemptOf(o.Attempts),
 		GapAfter:  en.gapAfter,
 	}
+	setRedrive(m, o) // redrive
 	en.started = time.Now()
 	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
 	e.deliveries.Add(1)
