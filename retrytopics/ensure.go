@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -91,6 +92,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	create := map[string]*string{"max.message.bytes": &stageMax}
 
 	var errs []error
+	var created []string
 	for _, t := range stages {
 		d, ok := details[t]
 		switch {
@@ -102,6 +104,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 			if _, err := adm.CreateTopic(ctx, parts, -1, cc, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 				errs = append(errs, fmt.Errorf("creating topic %q with %d partitions: %w", t, parts, err))
 			}
+			created = append(created, t)
 		case d.Err != nil:
 			errs = append(errs, fmt.Errorf("topic %q: %w", t, d.Err))
 		case int32(len(d.Partitions)) != parts:
@@ -110,6 +113,9 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := waitServed(ctx, adm, parts, created); err != nil {
 		return nil, err
 	}
 
@@ -143,3 +149,36 @@ const StageHeadroom = 64 << 10
 
 // defaultMaxMessageBytes is Kafka's default max.message.bytes (bytes).
 const defaultMaxMessageBytes = 1048588
+
+// waitServed waits until every partition of the topics just created has a
+// leader that answers ListOffsets. Kafka answers CreateTopics before the
+// partitions' leaders serve them: a group client started at once got
+// UNKNOWN_TOPIC_OR_PARTITION for new stage topics (seen with 100
+// partitions) and its group rebalanced once more when they appeared.
+func waitServed(ctx context.Context, adm *kadm.Client, parts int32, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	for {
+		// Past kgo's metadata cache (see above), which would list new
+		// topics as unknown for MetadataMinAge.
+		offs, err := adm.ListEndOffsets(kadm.WithAuthorizedOps(ctx), topics...)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			served := true
+			for _, t := range topics {
+				served = served && int32(len(offs[t])) == parts
+			}
+			if served {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics %v created but not served by their leaders: %w (last error: %v)", topics, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 // tier, due at once, with kretry-attempt 0 and the redrive headers
 // (retrytopics.HeaderRedriveCount, HeaderRedriveID). The engine delivers it
 // like any tier record, with two differences, applied at the call sites
-// marked "// redrive" in shard.go:
+// marked "// redrive" in dispatch.go and apply.go:
 //
 //   - the delivery carries the redrive count and id (delivery.Message);
 //   - its first delivery after the redrive is routed as a first attempt

@@ -1,17 +1,13 @@
 package engine
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/parking"
-	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -52,8 +48,14 @@ type queue struct {
 	hasCommit bool
 	// seen is the offset after the last record taken; records below it
 	// (fetched again after a rewind) are skipped.
-	seen   int64
-	paused bool
+	seen int64
+	// p is the partition.
+	p int32
+	// paused is what the engine wants (updatePauses); applied what the
+	// client was told (applyPauses).
+	paused, applied bool
+	// pauseQueued: the queue is in Engine.pauseQueue.
+	pauseQueued bool
 }
 
 // entry is one fetched record on its way through delivery.
@@ -142,16 +144,16 @@ func (e *Engine) shardFor(p int32) *shard {
 		return sh
 	}
 	sh := &shard{p: p, queues: map[string]*queue{}, lanes: map[string]*lane{}}
-	sh.src = &queue{topic: e.plan.Source, stage: 0}
+	sh.src = &queue{topic: e.plan.Source, stage: 0, p: p}
 	sh.queues[sh.src.topic] = sh.src
 	for i, t := range e.plan.Tiers {
-		q := &queue{topic: t.Topic, stage: i + 1}
+		q := &queue{topic: t.Topic, stage: i + 1, p: p}
 		sh.tiers = append(sh.tiers, q)
 		sh.queues[q.topic] = q
 	}
 	sh.order = append([]*queue{sh.src}, sh.tiers...)
 	if e.parking() {
-		sh.park = &queue{topic: e.opts.ParkingTopic, stage: parkStage}
+		sh.park = &queue{topic: e.opts.ParkingTopic, stage: parkStage, p: p}
 		sh.queues[sh.park.topic] = sh.park
 		sh.order = append(sh.order, sh.park)
 		sh.restoring = true
@@ -252,339 +254,6 @@ func (e *Engine) markReady(l *lane) {
 		e.ready = append(e.ready, l)
 	} else {
 		e.retryReady = append(e.retryReady, l)
-	}
-}
-
-// dispatch hands due tier records to their lanes and starts deliveries
-// while in-flight slots are free.
-func (e *Engine) dispatch(now time.Time) {
-	if e.stopping {
-		return
-	}
-	for _, sh := range e.shards {
-		if sh.restoring {
-			continue
-		}
-		if e.opts.Ordering == flow.OrderingKey {
-			e.maybeSpill(sh, now)
-		}
-		for _, q := range sh.tiers {
-			for _, en := range q.due.TakeDue(now) {
-				e.push(e.laneFor(sh, en.rec.Key), en)
-			}
-		}
-		e.updatePauses(sh, now)
-	}
-	// Retries go first, up to their share, so a backlog of first attempts
-	// cannot make them late; first attempts take every slot left, and at
-	// least the share retries may not use.
-	retryCap := max(1, int(e.opts.RetryShare*float64(e.opts.MaxInFlight)))
-	for len(e.retryReady) > 0 && e.inflight < e.opts.MaxInFlight && e.retrying < retryCap {
-		l, ok := e.take(&e.retryReady, now) // overload gate
-		if !ok {
-			break
-		}
-		e.start(l)
-	}
-	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
-		l, ok := e.take(&e.ready, now) // overload gate
-		if !ok {
-			break
-		}
-		e.start(l)
-	}
-}
-
-// nextDue returns the earliest due time of a tier record not yet handed to
-// its lane.
-func (e *Engine) nextDue() (time.Time, bool) {
-	var next time.Time
-	for _, sh := range e.shards {
-		if sh.restoring {
-			continue
-		}
-		for _, q := range sh.tiers {
-			if d, ok := q.due.NextDue(); ok && (next.IsZero() || d.Before(next)) {
-				next = d
-			}
-		}
-	}
-	return next, !next.IsZero()
-}
-
-// result is one finished delivery.
-type result struct {
-	gen   uint64
-	lane  *lane
-	en    *entry
-	retry bool
-	err   error
-	took  time.Duration
-	msg   *delivery.Message
-}
-
-// start delivers the next entry of lane l.
-func (e *Engine) start(l *lane) {
-	l.queued = false
-	if l.running != nil || len(l.wait) == 0 {
-		return
-	}
-	en := l.wait[0]
-	l.wait = l.wait[1:]
-	l.running = en
-	retry := en.q.stage != 0
-	e.inflight++
-	if retry {
-		e.retrying++
-	}
-	o := &en.origin
-	m := &delivery.Message{
-		ID:        o.ID(),
-		Topic:     o.Topic,
-		Partition: o.Partition,
-		Offset:    o.Offset,
-		Timestamp: o.Timestamp,
-		Key:       en.rec.Key,
-		Value:     en.rec.Value,
-		Headers:   o.Headers,
-		Attempt:   attemptOf(o.Attempts),
-		GapAfter:  en.gapAfter,
-	}
-	setRedrive(m, o) // redrive
-	en.started = time.Now()
-	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
-	e.deliveries.Add(1)
-	e.stats.InFlight.Add(1)
-	go func() {
-		defer e.deliveries.Done()
-		ctx, cancel := context.WithTimeout(e.hard, e.opts.DeliveryTimeout)
-		start := time.Now()
-		r.err = e.deliverSafely(ctx, m)
-		r.took = time.Since(start)
-		cancel()
-		e.stats.InFlight.Add(-1)
-		// Apply the result and start the next deliveries right here: going
-		// through the poll loop would leave the slot idle for a loop turn.
-		e.mu.Lock()
-		e.apply(r)
-		if !e.stopping && !e.needAbort.Load() {
-			e.dispatch(time.Now())
-		}
-		early := e.settled >= e.opts.MaxPending/2
-		e.mu.Unlock()
-		if early {
-			e.wake() // a commit is due
-		}
-	}()
-}
-
-// ErrHandlerPanic wraps the value of a delivery that panicked; it is
-// classified as transient.
-var ErrHandlerPanic = errors.New("handler panicked")
-
-// deliverSafely delivers m, turning a panic of the handler into an error
-// (transient) instead of a crash of the process, and a handler that does
-// not return once ctx is done into a timeout: its slot is freed and its
-// late answer is ignored.
-func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
-	if delivery.BoundByContext(e.opts.Deliverer) {
-		// net/http ends a request when its context ends (delivery.HTTP, and
-		// wrappers of it such as delivery.Health): no watchdog goroutine
-		// needed (it would cost one more goroutine per record).
-		return e.opts.Deliverer.Deliver(ctx, m)
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				done <- fmt.Errorf("%w: %v", ErrHandlerPanic, v)
-			}
-		}()
-		done <- e.opts.Deliverer.Deliver(ctx, m)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(abandonAfter):
-			e.warnOnce("hung", "a delivery did not return after its context ended (the handler ignores its context?); treating it as a timeout", "id", m.ID)
-			return fmt.Errorf("delivery of %s abandoned: %w", m.ID, context.DeadlineExceeded)
-		}
-	}
-}
-
-// abandonAfter is how long a delivery may run past its deadline before its
-// slot is taken back.
-const abandonAfter = 100 * time.Millisecond
-
-// apply routes one finished delivery.
-func (e *Engine) apply(r *result) {
-	verdict := e.gateDone(r) // overload gate
-	e.inflight--
-	if r.retry {
-		e.retrying--
-	}
-	if r.gen != e.gen {
-		return // its shard was dropped; the record is delivered again
-	}
-	l, en := r.lane, r.en
-	l.running = nil
-	if r.err != nil && e.hard.Err() != nil {
-		return // abandoned at shutdown: left uncommitted
-	}
-	stage := en.q.stage
-	ev := DeliveryEvent{
-		Group: e.opts.Group, Topic: en.rec.Topic, Partition: en.rec.Partition, Source: e.plan.Source,
-		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
-	}
-	var v *delivery.Verdict
-	if r.err != nil {
-		vv := delivery.Classify(r.err, *e.opts.Statuses)
-		v = &vv
-		e.stats.Failed.Add(1)
-		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
-		if vv.Unlisted {
-			e.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
-		}
-	} else {
-		e.stats.Delivered.Add(1)
-	}
-	e.obs.Delivered(ev)
-
-	routeStage := stage
-	if stage == parkStage {
-		routeStage = 0 // a parked record's first attempt
-	}
-	routeStage = redriveRouteStage(en, routeStage) // redrive
-	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
-	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
-		e.hold(l, en)
-		return
-	}
-	now := time.Now()
-	if route.Action != retrytopics.Done {
-		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: now}
-		if route.Class == delivery.ClassExhausted {
-			f.Message = "retry tiers exhausted; last error: " + v.Message
-		}
-		e.addMove(en, route, f)
-		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
-			// The record cannot be written to its next stage at all. It
-			// stays unsettled — never lost, never committed past — and
-			// holds its lane and its partition's commit until an operator
-			// raises the topic's max.message.bytes and restarts kretry.
-			en.moves = en.moves[:len(en.moves)-1]
-			l.running = en
-			e.stats.Stuck.Add(1)
-			e.log.Error("a record does not fit its next topic even with an empty error message; it holds its partition until max.message.bytes is raised there and kretry restarts",
-				"id", en.origin.ID(), "topic", last.Topic, "record_bytes", retrytopics.RecordSize(last), "max_message_bytes", e.topics.MaxBytes[last.Topic])
-			return
-		}
-	}
-	en.settled = true
-	if en.q.stage != parkStage { // parking entries are not counted (see prepare)
-		e.settled++
-	}
-	if e.parking() && l.keyed {
-		e.afterDelivery(l, en, route)
-	}
-	e.markReady(l)
-	e.forget(l)
-}
-
-// addMove builds en's move for route.
-func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure) {
-	m := retrytopics.Move{
-		Origin:   en.origin,
-		Key:      en.rec.Key,
-		Value:    en.rec.Value,
-		Topic:    route.Topic,
-		Failure:  f,
-		Group:    e.opts.Group,
-		Version:  flow.Version,
-		MaxBytes: e.topics.MaxBytes[route.Topic],
-	}
-	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: route.Topic, Class: string(route.Class)}
-	switch route.Action {
-	case retrytopics.Retry:
-		m.Due = retrytopics.DueTime(f.At, route.Delay)
-		ev.Kind, ev.Stage = flow.MoveRetry, stageName(route.Stage)
-	case retrytopics.DeadLetter:
-		ev.Kind, ev.Stage = flow.MoveDeadLetter, flow.StageDLQ
-	}
-	r := m.Record()
-	// Stages are co-partitioned: the move stays on the partition it was read
-	// from, whatever a (possibly forged) header says.
-	r.Partition = en.rec.Partition
-	en.moves = append(en.moves, move{rec: r, ev: ev})
-}
-
-// tooLarge reports whether r exceeds its topic's max.message.bytes.
-func (e *Engine) tooLarge(r *kgo.Record) bool {
-	n := e.topics.MaxBytes[r.Topic]
-	return n > 0 && retrytopics.RecordSize(r) > n
-}
-
-// forget drops an idle keyed lane so that the lane map stays bounded by the
-// keys in flight.
-func (e *Engine) forget(l *lane) {
-	if l.keyed && l.idle() && !l.queued {
-		if cur, ok := l.sh.lanes[l.key]; ok && cur == l {
-			delete(l.sh.lanes, l.key)
-		}
-	}
-}
-
-// attemptOf is the ce-attempt of a record with attempts deliveries behind
-// it, saturating instead of wrapping.
-func attemptOf(attempts int64) int {
-	const most = 1<<31 - 1
-	if attempts < 0 || attempts >= most {
-		return most
-	}
-	return int(attempts) + 1
-}
-
-// updatePauses pauses or resumes sh's partitions: a restoring shard's
-// source and tiers; a source with MaxPending records held or MaxParked
-// records parked; a tier whose next record is not due or that holds
-// MaxPending records.
-func (e *Engine) updatePauses(sh *shard, now time.Time) {
-	var pause, resume map[string][]int32
-	set := func(q *queue, want bool) {
-		if q.paused == want {
-			return
-		}
-		q.paused = want
-		m := &resume
-		if want {
-			m = &pause
-		}
-		if *m == nil {
-			*m = map[string][]int32{}
-		}
-		(*m)[q.topic] = append((*m)[q.topic], sh.p)
-	}
-	full := func(q *queue) bool {
-		if q.paused {
-			return len(q.entries) >= e.opts.MaxPending/2 // hysteresis
-		}
-		return len(q.entries) >= e.opts.MaxPending
-	}
-	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
-		e.gatePaused(now, false)) // overload gate
-	for _, q := range sh.tiers {
-		set(q, sh.restoring || q.due.Waiting(now) || full(q) || e.gatePaused(now, true)) // overload gate
-	}
-	if pause != nil {
-		e.cl.Load().PauseFetchPartitions(pause)
-	}
-	if resume != nil {
-		e.cl.Load().ResumeFetchPartitions(resume)
 	}
 }
 

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// This file routes a finished delivery (apply): done, the next retry tier
+// or the DLQ (retrytopics.Plan.Route), and builds the move a transaction
+// will write.
+
+// apply routes one finished delivery.
+func (e *Engine) apply(r *result) {
+	verdict := e.gateDone(r) // overload gate
+	e.inflight--
+	if r.retry {
+		e.retrying--
+	}
+	if r.gen != e.gen {
+		return // its shard was dropped; the record is delivered again
+	}
+	l, en := r.lane, r.en
+	l.running = nil
+	if r.err != nil && e.hard.Err() != nil {
+		return // abandoned at shutdown: left uncommitted
+	}
+	stage := en.q.stage
+	ev := DeliveryEvent{
+		Group: e.opts.Group, Topic: en.rec.Topic, Partition: en.rec.Partition, Source: e.plan.Source,
+		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
+	}
+	var v *delivery.Verdict
+	if r.err != nil {
+		vv := delivery.Classify(r.err, *e.opts.Statuses)
+		v = &vv
+		e.stats.Failed.Add(1)
+		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
+		if vv.Unlisted {
+			e.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
+		}
+	} else {
+		e.stats.Delivered.Add(1)
+	}
+	e.obs.Delivered(ev)
+
+	routeStage := stage
+	if stage == parkStage {
+		routeStage = 0 // a parked record's first attempt
+	}
+	routeStage = redriveRouteStage(en, routeStage) // redrive
+	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
+	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
+		e.hold(l, en)
+		return
+	}
+	now := time.Now()
+	if route.Action != retrytopics.Done {
+		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: now}
+		if route.Class == delivery.ClassExhausted {
+			f.Message = "retry tiers exhausted; last error: " + v.Message
+		}
+		e.addMove(en, route, f)
+		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+			// The record cannot be written to its next stage at all. It
+			// stays unsettled — never lost, never committed past — and
+			// holds its lane and its partition's commit until an operator
+			// raises the topic's max.message.bytes and restarts kretry.
+			en.moves = en.moves[:len(en.moves)-1]
+			l.running = en
+			e.stats.Stuck.Add(1)
+			e.log.Error("a record does not fit its next topic even with an empty error message; it holds its partition until max.message.bytes is raised there and kretry restarts",
+				"id", en.origin.ID(), "topic", last.Topic, "record_bytes", retrytopics.RecordSize(last), "max_message_bytes", e.topics.MaxBytes[last.Topic])
+			return
+		}
+	}
+	en.settled = true
+	if en.q.stage != parkStage { // parking entries are not counted (see prepare)
+		e.settled++
+	}
+	if e.parking() && l.keyed {
+		e.afterDelivery(l, en, route)
+	}
+	e.markReady(l)
+	e.forget(l)
+}
+
+// addMove builds en's move for route.
+func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure) {
+	m := retrytopics.Move{
+		Origin:   en.origin,
+		Key:      en.rec.Key,
+		Value:    en.rec.Value,
+		Topic:    route.Topic,
+		Failure:  f,
+		Group:    e.opts.Group,
+		Version:  flow.Version,
+		MaxBytes: e.topics.MaxBytes[route.Topic],
+	}
+	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: route.Topic, Class: string(route.Class)}
+	switch route.Action {
+	case retrytopics.Retry:
+		m.Due = retrytopics.DueTime(f.At, route.Delay)
+		ev.Kind, ev.Stage = flow.MoveRetry, stageName(route.Stage)
+	case retrytopics.DeadLetter:
+		ev.Kind, ev.Stage = flow.MoveDeadLetter, flow.StageDLQ
+	}
+	r := m.Record()
+	// Stages are co-partitioned: the move stays on the partition it was read
+	// from, whatever a (possibly forged) header says.
+	r.Partition = en.rec.Partition
+	en.moves = append(en.moves, move{rec: r, ev: ev})
+}
+
+// tooLarge reports whether r exceeds its topic's max.message.bytes.
+func (e *Engine) tooLarge(r *kgo.Record) bool {
+	n := e.topics.MaxBytes[r.Topic]
+	return n > 0 && retrytopics.RecordSize(r) > n
+}
+
+// forget drops an idle keyed lane so that the lane map stays bounded by the
+// keys in flight.
+func (e *Engine) forget(l *lane) {
+	if l.keyed && l.idle() && !l.queued {
+		if cur, ok := l.sh.lanes[l.key]; ok && cur == l {
+			delete(l.sh.lanes, l.key)
+		}
+	}
+}
+
+// attemptOf is the ce-attempt of a record with attempts deliveries behind
+// it, saturating instead of wrapping.
+func attemptOf(attempts int64) int {
+	const most = 1<<31 - 1
+	if attempts < 0 || attempts >= most {
+		return most
+	}
+	return int(attempts) + 1
+}

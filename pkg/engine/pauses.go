@@ -1,0 +1,83 @@
+package engine
+
+import "time"
+
+// This file decides which partitions are paused (updatePauses) and tells
+// the client (applyPauses), from the loop only and never under e.mu.
+
+// updatePauses decides which of sh's partitions pause: a restoring shard's
+// source and tiers; a source with MaxPending records held or MaxParked
+// records parked; a tier whose next record is not due or that holds
+// MaxPending records. It only marks them: the loop tells the client
+// (applyPauses), never under e.mu.
+func (e *Engine) updatePauses(sh *shard, now time.Time) {
+	full := func(q *queue) bool {
+		if q.paused {
+			return len(q.entries) >= e.opts.MaxPending/2 // hysteresis
+		}
+		return len(q.entries) >= e.opts.MaxPending
+	}
+	e.wantPaused(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
+		e.gatePaused(now, false)) // overload gate
+	for _, q := range sh.tiers {
+		e.wantPaused(q, sh.restoring || q.due.Waiting(now) || full(q) || e.gatePaused(now, true)) // overload gate
+	}
+}
+
+// wantPaused marks q to be paused or resumed, queues it for applyPauses
+// and wakes the loop, which may be waiting in a poll.
+func (e *Engine) wantPaused(q *queue, want bool) {
+	if q.paused == want {
+		return
+	}
+	q.paused = want
+	if !q.pauseQueued {
+		q.pauseQueued = true
+		e.pauseQueue = append(e.pauseQueue, q)
+		e.wake()
+	}
+}
+
+// applyPauses tells the client the pauses and resumes decided since the
+// last call: first the resumes of partitions whose shards a reset dropped,
+// then each queued queue's change. Only the loop calls it, outside e.mu:
+// one caller keeps the calls in the order decided, and no Kafka client
+// call is made under the engine's lock.
+func (e *Engine) applyPauses() {
+	e.mu.Lock()
+	var pause, resume map[string][]int32
+	for _, q := range e.pauseQueue {
+		q.pauseQueued = false
+		if q.paused == q.applied {
+			continue
+		}
+		q.applied = q.paused
+		if q.paused {
+			pause = addPartition(pause, q)
+		} else {
+			resume = addPartition(resume, q)
+		}
+	}
+	e.pauseQueue = e.pauseQueue[:0]
+	dropped := e.droppedResume
+	e.droppedResume = nil
+	e.mu.Unlock()
+	cl := e.sess.Client()
+	if dropped != nil {
+		cl.ResumeFetchPartitions(dropped)
+	}
+	if pause != nil {
+		cl.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		cl.ResumeFetchPartitions(resume)
+	}
+}
+
+func addPartition(m map[string][]int32, q *queue) map[string][]int32 {
+	if m == nil {
+		m = map[string][]int32{}
+	}
+	m[q.topic] = append(m[q.topic], q.p)
+	return m
+}

@@ -1,0 +1,89 @@
+package engine
+
+import "time"
+
+// This file handles assignment changes: the rebalance callbacks and the
+// reset that drops all state.
+
+// assigned creates the shards of newly assigned partitions. With parking,
+// each new shard starts by replaying its parking partition (see
+// parking.go); its source and tier partitions stay paused until then.
+func (e *Engine) assigned(m map[string][]int32) {
+	defer e.joinedOnce.Do(func() { close(e.joined) })
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log.Info("partitions assigned", "partitions", m)
+	for _, p := range m[e.plan.Source] {
+		e.shardFor(p)
+	}
+	if e.parking() && len(m[e.plan.Source]) > 0 {
+		e.barrierDue = true
+		e.wake()
+	}
+}
+
+// revoked drops all state: the range assignor is eager, so a rebalance
+// revokes every partition. In-flight deliveries are waited for, so that a
+// record's old delivery cannot land after its new owner's next one.
+func (e *Engine) revoked(m map[string][]int32, lost bool) {
+	if countPartitions(m) == 0 {
+		return
+	}
+	e.stats.Revoked.Add(int64(countPartitions(m)))
+	if lost {
+		e.log.Warn("partitions lost (session expired?)", "partitions", m)
+	} else {
+		e.log.Info("partitions revoked", "partitions", m)
+	}
+	e.mu.Lock()
+	e.resetLocked()
+	stopping := e.stopping
+	e.mu.Unlock()
+	e.needAbort.Store(true)
+	if !stopping { // at shutdown they were waited for already
+		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	}
+}
+
+// waitDeliveries waits for in-flight deliveries to end, at most d: a
+// handler that ignores its context must not hang a rebalance or a shutdown.
+// Past d the delivery is abandoned (its result is discarded) and a warning
+// says that its record may reach the app again while it is still running.
+func (e *Engine) waitDeliveries(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		e.deliveries.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		e.log.Warn("a delivery did not end within its timeout (the handler ignores its context?); abandoning it", "waited", d)
+	}
+}
+
+// resetLocked drops every shard; results of deliveries still in flight are
+// discarded when they arrive (their generation is stale).
+func (e *Engine) resetLocked() {
+	e.gen++
+	for _, sh := range e.shards {
+		for _, q := range sh.queues {
+			if q.applied { // the client has it paused: resume it (applyPauses)
+				e.droppedResume = addPartition(e.droppedResume, q)
+			}
+		}
+		if !sh.restoring { // a restoring shard's parked records are counted when it finishes (finishRestore)
+			e.stats.ParkedRecords.Add(-int64(sh.parkedCount()))
+		}
+		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
+	}
+	for _, q := range e.pauseQueue {
+		q.pauseQueued = false
+	}
+	e.pauseQueue = e.pauseQueue[:0]
+	e.wake()
+	e.shards = map[int32]*shard{}
+	e.ready, e.retryReady = nil, nil
+	e.settled = 0
+	e.loose, e.looseAfter = nil, nil
+}

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// This file is the loop: poll → ingest → dispatch → commit, and the
+// shutdown at its end.
+
+// Run consumes until ctx is cancelled or a fatal error occurs. On
+// cancellation it stops starting deliveries, lets in-flight ones finish (up
+// to ShutdownGrace), commits what finished, leaves the group and closes the
+// clients; it then returns nil. A fatal client error is returned.
+func (e *Engine) Run(ctx context.Context) error {
+	defer e.close()
+	// hard is cancelled ShutdownGrace after ctx: in-flight deliveries are
+	// abandoned then, uncommitted.
+	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardCancel()
+	e.hard = hard
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(e.opts.ShutdownGrace, hardCancel)
+		context.AfterFunc(hard, func() { t.Stop() })
+		e.wake()
+	})
+	defer stop()
+
+	e.log.Info("consuming", "tiers", len(e.plan.Tiers), "dlq", e.plan.DLQ, "ordering", e.opts.Ordering, "partitions", e.topics.Partitions)
+	e.lastCommit = time.Now()
+	for {
+		if ctx.Err() != nil {
+			err := e.shutdown()
+			e.leave = !errors.Is(err, ErrFenced)
+			if errors.Is(err, errSessionReset) {
+				// The final transaction did not commit: its records are
+				// delivered again by the partitions' next owner.
+				e.log.Warn("the final transaction could not commit; its records will be delivered again", "err", err)
+				return nil
+			}
+			return err
+		}
+		fetches := e.poll(ctx)
+		if fetches.IsClientClosed() {
+			return errors.New("engine: client closed")
+		}
+		if e.needAbort.Swap(false) {
+			// A rebalance dropped our state; the session would abort the
+			// next End anyway. End an empty transaction now, which rewinds
+			// every partition to its committed offset, and start over.
+			e.endEmpty()
+			e.sess.AllowRebalance()
+			continue
+		}
+		if err := e.fetchErrors(fetches); err != nil {
+			e.sess.AllowRebalance()
+			return err
+		}
+
+		e.mu.Lock()
+		e.ingest(fetches.Records())
+		e.dispatch(time.Now())
+		var tx *txn
+		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 || e.barrierDue {
+			e.barrierDue = false
+			tx = e.prepare()
+		}
+		e.mu.Unlock()
+		if tx != nil {
+			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
+				e.sess.AllowRebalance()
+				if errors.Is(err, errSessionReset) {
+					if err = e.resetSession(ctx, err); err == nil {
+						continue
+					}
+				}
+				return err
+			}
+		}
+		e.sess.AllowRebalance()
+	}
+}
+
+// poll waits for records until the next commit or due time, or until a
+// delivery result wakes it.
+func (e *Engine) poll(ctx context.Context) kgo.Fetches {
+	e.applyPauses()
+	e.mu.Lock()
+	wait := e.opts.CommitInterval
+	if next, ok := e.nextDue(); ok {
+		wait = min(wait, max(time.Until(next), time.Millisecond))
+	}
+	if next, ok := e.gateWake(); ok { // overload gate
+		wait = min(wait, max(time.Until(next), time.Millisecond))
+	}
+	e.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	e.wakeMu.Lock()
+	if e.woken {
+		cancel()
+	}
+	e.woken = false
+	e.pollCancel = cancel
+	e.wakeMu.Unlock()
+	f := e.sess.PollRecords(pctx, 4*e.opts.MaxInFlight)
+	e.wakeMu.Lock()
+	e.pollCancel = nil
+	e.wakeMu.Unlock()
+	return f
+}
+
+// wake makes the current (or next) poll return at once.
+func (e *Engine) wake() {
+	e.wakeMu.Lock()
+	defer e.wakeMu.Unlock()
+	if e.pollCancel != nil {
+		e.pollCancel()
+	} else {
+		e.woken = true
+	}
+}
+
+// endEmpty ends an empty transaction, resetting the session after a
+// rebalance.
+func (e *Engine) endEmpty() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.sess.End(ctx, kgo.TryAbort); err != nil {
+		e.log.Warn("resetting the transaction session after a rebalance", "err", err)
+	}
+}
+
+// shutdown stops dispatching, waits for in-flight deliveries (bounded by
+// ShutdownGrace through e.hard), and commits what finished.
+func (e *Engine) shutdown() error {
+	e.mu.Lock()
+	e.stopping = true
+	e.mu.Unlock()
+	e.waitDeliveries(e.opts.ShutdownGrace + time.Second)
+	// An immediately cancelled poll holds off rebalances until
+	// AllowRebalance, so the final commit is not cut by one.
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.sess.PollRecords(cctx, 1)
+	defer e.sess.AllowRebalance()
+	if e.needAbort.Swap(false) {
+		return nil // state was dropped by a rebalance: nothing to commit
+	}
+	e.mu.Lock()
+	tx := e.prepare()
+	e.mu.Unlock()
+	if tx != nil {
+		return e.commit(tx, shutdownCommitTimeout)
+	}
+	return nil
+}
+
+// Close releases an engine that New built and that will not be Run (Run
+// closes its engine itself; do not call both): its clients close and its
+// static member, which may have joined the group already, leaves it.
+func (e *Engine) Close() {
+	e.leave = true
+	e.close()
+}
+
+func (e *Engine) close() {
+	// Close leaves the group (a dynamic member); no transaction is open here.
+	// It waits for a JoinGroup under way to finish, so the member id is
+	// read after it: read before, it is "" for an engine stopped while
+	// joining, whose static member would then stay in the group, hold its
+	// partitions for the session timeout and stall the next rebalance.
+	e.sess.Close()
+	memberID, _ := e.sess.Client().GroupMetadata()
+	if e.leave {
+		e.leaveStatic(memberID)
+	}
+	e.adm.Close()
+	e.log.Info("stopped")
+}
+
+// fetchErrors logs the fetch errors of a poll, once each, and returns the
+// fatal ones: our producer fenced (a *FencedError), or the brokers refusing
+// our credentials for too long (ErrAuthFailed; see authFailing).
+func (e *Engine) fetchErrors(fetches kgo.Fetches) error {
+	var fenced, authErr error
+	fetches.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if isFenced(err) {
+			fenced = err
+			return
+		}
+		if credentialsRefused(err) {
+			authErr = err
+		}
+		e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
+	})
+	if fenced != nil {
+		return e.fenced(fenced)
+	}
+	return e.authFailing(authErr, time.Now())
+}
