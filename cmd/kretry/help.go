@@ -122,7 +122,7 @@ must be running.`,
 )
 
 // commands in the order of the top-level usage.
-var commands = []*command{runCmd, demoCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd, versionCmd, helpCmd}
+var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd, versionCmd, helpCmd}
 
 // topUsage is the top-level help: one line per command with its synopsis.
 func topUsage() string {
@@ -260,7 +260,7 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	switch strings.Join(args, " ") {
-	case "run", "demo", "broker", "validate", "lag", "parking", "parking release", "version":
+	case "run", "demo", "gameday", "broker", "validate", "lag", "parking", "parking release", "version":
 		return run(ctx, append(args, "-h"), stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		helpCmd.help(stdout, nil)
