@@ -37,7 +37,7 @@ func cmdGameday(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	brokers := fs.String("brokers", "", "comma-separated `HOST:PORT` list of real brokers (default: an in-memory embedded broker)")
 	chart := fs.String("chart", "gameday.html", "write the chart (self-contained HTML with SVG) to `FILE`; \"\" writes none")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	peers := fs.String("peers", strings.Join(gameday.PeerNames, ","), "comma-separated peers to run, in order")
+	peers := fs.String("peers", strings.Join(gameday.PeerNames, ","), "comma-separated `LIST` of peers to run, in order")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if code, done := gamedayCmd.parse(fs, args, stdout, stderr); done {
 		return code

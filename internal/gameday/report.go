@@ -47,30 +47,30 @@ type phaseTime struct {
 
 // planInfo is the Plan with durations in milliseconds, for --json.
 type planInfo struct {
-	Name                 string    `json:"name"`
-	Partitions           int32     `json:"partitions"`
-	Keys                 int       `json:"keys"`
-	CapacityPerSecond    float64   `json:"dependency_capacity_per_second"`
-	AppWorkers           int       `json:"app_workers"`
-	ServiceTimeMS        float64   `json:"service_time_ms"`
-	SlowServiceTimeMS    float64   `json:"slow_service_time_ms"`
-	MaxInFlight          int       `json:"max_in_flight"`
-	TiersMS              []float64 `json:"tiers_ms"`
-	Jitter               float64   `json:"jitter"`
-	SteadyRate           float64   `json:"steady_rate"`
-	SpikeRate            float64   `json:"spike_rate"`
-	SpikeMS              float64   `json:"spike_ms"`
-	SlowMS               float64   `json:"slow_ms"`
-	FailMS               float64   `json:"fail_ms"`
-	Burst                int       `json:"burst"`
-	RecoverWithinMS      float64   `json:"recover_within_ms"`
-	HealthyP99MS         float64   `json:"healthy_p99_ms"`
-	BudgetRatio          float64   `json:"budget_ratio"`
-	BudgetPerSecond      float64   `json:"budget_per_second"`
-	BudgetWindowMS       float64   `json:"budget_window_ms"`
-	MaxSpread            float64   `json:"max_spread"`
-	PausedSlack          int       `json:"paused_slack"`
-	OpenWithinMS         float64   `json:"open_within_ms"`
+	Name              string    `json:"name"`
+	Partitions        int32     `json:"partitions"`
+	Keys              int       `json:"keys"`
+	CapacityPerSecond float64   `json:"dependency_capacity_per_second"`
+	AppWorkers        int       `json:"app_workers"`
+	ServiceTimeMS     float64   `json:"service_time_ms"`
+	SlowServiceTimeMS float64   `json:"slow_service_time_ms"`
+	MaxInFlight       int       `json:"max_in_flight"`
+	TiersMS           []float64 `json:"tiers_ms"`
+	Jitter            float64   `json:"jitter"`
+	SteadyRate        float64   `json:"steady_rate"`
+	SpikeRate         float64   `json:"spike_rate"`
+	SpikeMS           float64   `json:"spike_ms"`
+	SlowMS            float64   `json:"slow_ms"`
+	FailMS            float64   `json:"fail_ms"`
+	Burst             int       `json:"burst"`
+	RecoverWithinMS   float64   `json:"recover_within_ms"`
+	HealthyP99MS      float64   `json:"healthy_p99_ms"`
+	BudgetRatio       float64   `json:"budget_ratio"`
+	BudgetPerSecond   float64   `json:"budget_per_second"`
+	BudgetWindowMS    float64   `json:"budget_window_ms"`
+	MaxSpread         float64   `json:"max_spread"`
+	PausedSlack       int       `json:"paused_slack"`
+	OpenWithinMS      float64   `json:"open_within_ms"`
 }
 
 func planJSON(p *Plan) planInfo {

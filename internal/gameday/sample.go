@@ -59,7 +59,7 @@ type partPos struct{ Committed, End, Lag int64 }
 
 // breakerMetrics are the names the breaker's state gauge may have, first
 // match wins (the overload work names it; docs/METRICS.md).
-var breakerMetrics = []string{"kretry_breaker_state", "kretry_dependency_breaker_state", "kretry_circuit_breaker_state"}
+var breakerMetrics = []string{"kretry_breaker_state"}
 
 // sampler scans the peer's group every interval and keeps the samples.
 type sampler struct {
