@@ -75,7 +75,7 @@ func Quick() Plan {
 		Tiers: []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second}, Jitter: 0.2,
 		SteadyRate: 150, SteadyFor: 3 * time.Second, SpikeRate: 2000, SpikeFor: time.Second,
 		SlowFor: 2 * time.Second, FailFor: 4 * time.Second, Burst: 300, Settle: 8 * time.Second,
-		RecoverWithin: 10 * time.Second, HealthyP99: 250 * time.Millisecond,
+		RecoverWithin: 15 * time.Second, HealthyP99: 250 * time.Millisecond,
 		PausedSlack: 16, OpenWithin: time.Second,
 		BudgetRatio: 0.2, BudgetPerSecond: 10, BudgetWindow: 2 * time.Second, MaxSpread: 2,
 	}
