@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"image/color"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -19,22 +20,30 @@ var chartRows = []struct {
 	title, unit string
 	series      []series
 }{
-	{"Lag (source + tiers)", "records", []series{{"lag", func(p point) float64 { return float64(p.Lag) }, blue}}},
+	{"Lag (source + tiers)", "records", []series{{"lag", func(p point) float64 { return float64(p.Lag) }, blue, nil}}},
 	{"Enqueue and drain rate", "records/s", []series{
-		{"enqueue", func(p point) float64 { return p.Enqueue }, orange},
-		{"drain (acknowledged)", func(p point) float64 { return p.Drain }, green}}},
-	{"Retry rate (redeliveries at the app)", "records/s", []series{{"retries", func(p point) float64 { return p.Retry }, red}}},
+		{"enqueue", func(p point) float64 { return p.Enqueue }, orange, nil},
+		{"drain (acknowledged)", func(p point) float64 { return p.Drain }, green, nil}}},
+	{"Retry rate (redeliveries at the app)", "records/s", []series{{"retries", func(p point) float64 { return p.Retry }, red, nil}}},
 	{"Breaker and dependency state", "state", []series{
-		{"breaker (0 closed, 1 open, 2 probing)", func(p point) float64 { return max(p.Breaker, 0) }, red},
-		{"dependency (0 ok, 1 failing, 2 refusing)", func(p point) float64 { return p.Depend }, gray}}},
-	{"Dead-lettered", "records", []series{{"DLQ", func(p point) float64 { return float64(p.DLQ) }, purple}}},
+		{"breaker (0 closed, 1 open, 2 probing)", func(p point) float64 { return max(p.Breaker, 0) }, red, func(p point) bool { return p.Breaker >= 0 }},
+		{"dependency (0 ok, 1 failing, 2 refusing)", func(p point) float64 { return p.Depend }, gray, func(p point) bool { return p.Metrics }}}},
+	{"Dead-lettered", "records", []series{{"DLQ", func(p point) float64 { return float64(p.DLQ) }, purple, nil}}},
 }
 
 type series struct {
 	name  string
 	value func(point) float64
 	color color.Color
+	// optional, when set, says whether a point has the series at all (the
+	// breaker gauge exists only where kretry exports it).
+	optional func(point) bool
 }
+
+// noLine is the legend entry of a series that is not drawn.
+type noLine struct{}
+
+func (noLine) Thumbnail(*draw.Canvas) {}
 
 var (
 	blue   = color.RGBA{31, 119, 180, 255}
@@ -108,6 +117,10 @@ func chartSVG(r *Report) []byte {
 			}
 			p.Add(bands{spans: pr.PhaseTimes, label: i == 0})
 			for _, s := range row.series {
+				if s.optional != nil && !slices.ContainsFunc(pr.Timeline, s.optional) {
+					p.Legend.Add(s.name+": not exported", noLine{})
+					continue
+				}
 				xys := make(plotter.XYs, len(pr.Timeline))
 				for k, pt := range pr.Timeline {
 					xys[k] = plotter.XY{X: pt.T, Y: s.value(pt)}

@@ -6,60 +6,60 @@ import "time"
 // queue to. Quick and Full are the two that `kretry gameday` runs; every
 // figure is printed in the report.
 type Plan struct {
-	Name string `json:"name"`
+	Name string
 	// Partitions of the source topic; Keys of the steady load.
-	Partitions int32 `json:"partitions"`
-	Keys       int   `json:"keys"`
+	Partitions int32
+	Keys       int
 	// The dependency: AppWorkers records at a time, ServiceTime each, so
 	// its capacity is AppWorkers ÷ ServiceTime records/s; SlowServiceTime
 	// while it slows down. kretry delivers with app.max_in_flight =
 	// MaxInFlight and app.timeout = AppTimeout.
-	AppWorkers      int           `json:"app_workers"`
-	ServiceTime     time.Duration `json:"service_time_ns"`
-	SlowServiceTime time.Duration `json:"slow_service_time_ns"`
-	MaxInFlight     int           `json:"max_in_flight"`
-	AppTimeout      time.Duration `json:"app_timeout_ns"`
+	AppWorkers      int
+	ServiceTime     time.Duration
+	SlowServiceTime time.Duration
+	MaxInFlight     int
+	AppTimeout      time.Duration
 	// kretry's retry tiers and jitter (the blocking peer's backoffs are
 	// the same delays).
-	Tiers  []time.Duration `json:"tiers_ns"`
-	Jitter float64         `json:"jitter"`
+	Tiers  []time.Duration
+	Jitter float64
 	// SteadyRate is the paced load in records/s; SpikeRate the rate for
 	// SpikeFor (several times the drain rate).
-	SteadyRate float64       `json:"steady_rate"`
-	SteadyFor  time.Duration `json:"steady_for_ns"`
-	SpikeRate  float64       `json:"spike_rate"`
-	SpikeFor   time.Duration `json:"spike_for_ns"`
+	SteadyRate float64
+	SteadyFor  time.Duration
+	SpikeRate  float64
+	SpikeFor   time.Duration
 	// SlowFor is how long the dependency is slow, then FailFor how long it
 	// answers 503 to everything (longer than the tier chain, so that a
 	// queue without a breaker walks records into the DLQ).
-	SlowFor time.Duration `json:"slow_for_ns"`
-	FailFor time.Duration `json:"fail_for_ns"`
+	SlowFor time.Duration
+	FailFor time.Duration
 	// Burst is the number of records of the synchronised failure: all
 	// produced at once, each failing its first delivery.
-	Burst int `json:"burst"`
+	Burst int
 	// Settle bounds the wait for a phase to drain before the next starts.
-	Settle time.Duration `json:"settle_ns"`
+	Settle time.Duration
 
 	// Limits of the checks.
 	// RecoverWithin: lag back to 0 at most this long after the dependency
 	// returns (and after the spike ends).
-	RecoverWithin time.Duration `json:"recover_within_ns"`
+	RecoverWithin time.Duration
 	// HealthyP99: the p99 end-to-end latency (produce to acknowledgement)
 	// of healthy keys' records while the poison record is retried.
-	HealthyP99 time.Duration `json:"healthy_p99_ns"`
+	HealthyP99 time.Duration
 	// PausedSlack: records the source may lose to a tier while the
 	// dependency fails, after OpenWithin (probes, deliveries in flight).
-	PausedSlack int           `json:"paused_slack"`
-	OpenWithin  time.Duration `json:"open_within_ns"`
+	PausedSlack int
+	OpenWithin  time.Duration
 	// The retry budget (Finagle's defaults: 20% of deliveries plus 10
 	// retries/s, over a window): retries within any Window ≤
 	// BudgetRatio × deliveries + BudgetPerSecond × Window.
-	BudgetRatio     float64       `json:"budget_ratio"`
-	BudgetPerSecond float64       `json:"budget_per_second"`
-	BudgetWindow    time.Duration `json:"budget_window_ns"`
+	BudgetRatio     float64
+	BudgetPerSecond float64
+	BudgetWindow    time.Duration
 	// MaxSpread: peak ÷ mean of the synchronised failure's retry arrivals
 	// per 100 ms.
-	MaxSpread float64 `json:"max_spread"`
+	MaxSpread float64
 }
 
 // capacity is the dependency's capacity in records/s.

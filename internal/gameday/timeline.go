@@ -16,6 +16,8 @@ type point struct {
 	Breaker  float64          `json:"breaker_state"`
 	Depend   float64          `json:"dependency_state"`
 	DLQ      int              `json:"dlq"`
+	// Metrics: kretry's /metrics was read (Breaker and Depend are from it).
+	Metrics bool `json:"metrics"`
 }
 
 const rateWindow = 500 * time.Millisecond
@@ -40,7 +42,7 @@ func timeline(start time.Time, samples []sample, arr []arrival) []point {
 			j++
 		}
 		p := point{T: s.At.Sub(start).Seconds(), Lag: s.LagTotal, LagStage: s.Lag, Breaker: s.Breaker,
-			Depend: s.Dependency, DLQ: s.DLQ}
+			Depend: s.Dependency, DLQ: s.DLQ, Metrics: s.Metrics}
 		if dt := s.At.Sub(samples[j].At).Seconds(); dt > 0 {
 			p.Enqueue = float64(s.SourceEnd-samples[j].SourceEnd) / dt
 		}
