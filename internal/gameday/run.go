@@ -136,7 +136,8 @@ func runPeer(ctx context.Context, o *Options, addrs []string, name string, p pee
 	}
 	stopped := false
 	defer func() {
-		if !stopped {
+		if !stopped { // an error: stop the peer before the app and the client
+			cancel()
 			_ = st.stop()
 		}
 	}()
