@@ -3,6 +3,7 @@ package gameday
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ type PhaseStats struct {
 	BreakerOpenSeconds float64 `json:"breaker_open_seconds"`
 	// MaxInFlight: the most deliveries under way at once (from /metrics).
 	MaxInFlight float64 `json:"max_in_flight"`
+	// CPUCores: this process's CPU time over the phase ÷ its length (-1
+	// unknown); CPUs is runtime.NumCPU.
+	CPUCores float64 `json:"cpu_cores"`
+	CPUs     int     `json:"cpus"`
 }
 
 func (r *run) phaseStats(s span) PhaseStats {
@@ -73,6 +78,12 @@ func (r *run) phaseStats(s span) PhaseStats {
 		if in(d.At) {
 			ps.DeadLettered++
 		}
+	}
+	ps.CPUCores, ps.CPUs = -1, runtime.NumCPU()
+	first, ok1 := sampleAt(r.samples, s.Start)
+	end, ok2 := sampleBefore(r.samples, s.End)
+	if ok1 && ok2 && first.CPU >= 0 && end.At.After(first.At) {
+		ps.CPUCores = (end.CPU - first.CPU) / end.At.Sub(first.At).Seconds()
 	}
 	var prev time.Time
 	for i, sm := range r.samples {
@@ -168,6 +179,8 @@ func (r *run) answerDrain(phases []PhaseStats) string {
 			if p.BreakerOpenSeconds > 0 {
 				why += fmt.Sprintf("; the breaker was open %.1fs", p.BreakerOpenSeconds)
 			}
+		case p.CPUCores >= 0.9*float64(p.CPUs):
+			why = fmt.Sprintf("compute: the process used %.1f of %d CPUs", p.CPUCores, p.CPUs)
 		case p.Name == PhasePoison:
 			why = fmt.Sprintf("poison data: 1 record failed every delivery (%d dead-lettered in the phase), healthy keys drained at %.0f/s", p.DeadLettered, p.DrainRate)
 		case steady.DependencyP50MS > 0 && p.DependencyP50MS > 2*steady.DependencyP50MS:
@@ -184,7 +197,16 @@ func (r *run) answerDrain(phases []PhaseStats) string {
 	if len(lines) == 0 {
 		return "It is not lower: the drain kept up in every phase."
 	}
-	return strings.Join(lines, "\n") + "\nCompute is not measured here: where none of the above explains a slow drain, look at CPU."
+	cpu := ""
+	for _, p := range phases {
+		if p.CPUCores >= 0 {
+			cpu += fmt.Sprintf(" %s %.1f", p.Name, p.CPUCores)
+		}
+	}
+	if cpu != "" {
+		cpu = fmt.Sprintf("\nCPU (this process, of %d):%s; shared machines show others' load too.", runtime.NumCPU(), cpu)
+	}
+	return strings.Join(lines, "\n") + cpu
 }
 
 func (r *run) answerRetries(phases []PhaseStats) string {

@@ -39,6 +39,9 @@ type sample struct {
 	Parts map[string]partPos `json:"-"`
 	// DLQ counts the dead-lettered records read so far.
 	DLQ int `json:"dlq"`
+	// CPU is the CPU time of this process so far in seconds (-1 unknown):
+	// with the embedded broker it holds the broker, the app and the peer.
+	CPU float64 `json:"cpu_seconds"`
 	// From kretry's /metrics; Metrics is false when it was not read (the
 	// blocking peer has none).
 	Metrics bool `json:"metrics"`
@@ -108,6 +111,7 @@ func (s *sampler) take(ctx context.Context) {
 		}
 	}
 	sm.DLQ = s.dlq.count()
+	sm.CPU = cpuSeconds()
 	if s.metrics != "" {
 		s.scrape(ctx, &sm)
 	}
