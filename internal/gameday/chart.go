@@ -70,7 +70,7 @@ func Chart(r *Report) []byte {
 	fmt.Fprintf(&b, "<h1>kretry gameday</h1><p>%s plan on the %s broker: %s (%.1fs).</p>\n", html.EscapeString(r.Plan.Name), html.EscapeString(r.Broker), verdict, float64(r.DurationMS)/1000)
 	b.Write(chartSVG(r))
 	for _, p := range r.Peers {
-		fmt.Fprintf(&b, "<h2>%s</h2><table><tr><th></th><th>group</th><th>check</th><th>value</th><th>limit</th><th>detail</th></tr>\n", html.EscapeString(p.Peer))
+		fmt.Fprintf(&b, "<h2>%s</h2><p>%s</p><table><tr><th></th><th>group</th><th>check</th><th>value</th><th>limit</th><th>detail</th></tr>\n", html.EscapeString(p.Peer), html.EscapeString(p.Setup))
 		for _, c := range p.Checks {
 			cls, v := "pass", "PASS"
 			if !c.Pass {

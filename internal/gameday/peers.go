@@ -17,10 +17,10 @@ import (
 )
 
 // kretryPeer runs the sidecar as `kretry run` does (sidecar.Run), with the
-// config a user would write for this app: printed in the report.
+// config a user would write for this app (its keys are in the report).
 type kretryPeer struct{}
 
-// Config returns the kretry config the game day runs with.
+// kretryConfig returns the kretry config the game day runs with.
 func kretryConfig(e *env, metrics string) (*config.Config, error) {
 	cfg := config.Default()
 	cfg.Kafka.Brokers = e.addrs
@@ -63,7 +63,10 @@ func (kretryPeer) start(ctx context.Context, e *env) (started, error) {
 	}
 	lc := lag.FromConfig(cfg)
 	lc.Timeout, lc.Window = 2*time.Second, 2
-	return started{lag: lc, dlq: cfg.Topics[0].DLQ.Topic, metrics: "http://" + addr + "/metrics",
+	t := &cfg.Topics[0]
+	setup := fmt.Sprintf("app.max_in_flight %v, app.timeout %v, ordering %s, retry.tiers %v, retry.jitter %v, kafka.fetch_max_wait %v",
+		cfg.App.MaxInFlight, cfg.App.Timeout, t.Ordering, t.Retry.Tiers, *t.Retry.Jitter, cfg.Kafka.FetchMaxWait)
+	return started{lag: lc, dlq: t.DLQ.Topic, metrics: "http://" + addr + "/metrics", setup: setup,
 		stop: func() error {
 			// The caller cancels ctx first; Run returns once kretry has
 			// committed and left its group.
@@ -104,5 +107,6 @@ func (blockingPeer) start(ctx context.Context, e *env) (started, error) {
 	lc := lag.Config{Timeout: 2 * time.Second, Window: 2,
 		Groups: []lag.Group{{Name: bc.Group, Topics: []lag.Topic{{Name: e.topic, Source: e.topic, Stage: lag.StageSource}}}},
 		DLQs:   []lag.DLQ{{Topic: bc.DLQTopic(), Source: e.topic}}}
-	return started{lag: lc, dlq: bc.DLQTopic(), stop: func() error { stop(); h.Close(); return nil }}, nil
+	setup := fmt.Sprintf("one record at a time per partition (%d), retried in place after %v, then %s", e.plan.Partitions, bc.Backoffs, bc.DLQTopic())
+	return started{lag: lc, dlq: bc.DLQTopic(), setup: setup, stop: func() error { stop(); h.Close(); return nil }}, nil
 }

@@ -22,7 +22,10 @@ type Report struct {
 
 // PeerReport is one peer's run.
 type PeerReport struct {
-	Peer   string  `json:"peer"`
+	Peer string `json:"peer"`
+	// Setup is how the peer ran: kretry's config keys, or the blocking
+	// peer's backoffs.
+	Setup  string  `json:"setup"`
 	OK     bool    `json:"ok"`
 	Checks []Check `json:"checks"`
 	// Phases hold each phase's figures.
@@ -122,7 +125,7 @@ func (r *Report) Print(w io.Writer) {
 		r.Plan.Name, r.Broker, r.Plan.CapacityPerSecond, r.Plan.SteadyRate, r.Plan.SpikeRate, time.Duration(r.Plan.SpikeMS)*time.Millisecond,
 		time.Duration(r.Plan.SlowMS)*time.Millisecond, time.Duration(r.Plan.FailMS)*time.Millisecond, r.Plan.Burst)
 	for _, p := range r.Peers {
-		fmt.Fprintf(w, "\n== %s\n", p.Peer)
+		fmt.Fprintf(w, "\n== %s: %s\n", p.Peer, p.Setup)
 		fmt.Fprintf(w, "\n%-9s %6s %9s %9s %8s %8s %8s %9s %9s %5s %5s\n", "phase", "secs", "enqueue/s", "drain/s", "max lag", "retries", "dead", "dep p50", "dep p99", "open", "cpu")
 		for _, ph := range p.Phases {
 			cpu := "-"

@@ -57,7 +57,9 @@ type started struct {
 	lag     lag.Config
 	dlq     string
 	metrics string
-	stop    func() error
+	// setup says how the peer was configured, for the report.
+	setup string
+	stop  func() error
 }
 
 // Run runs the game day for each peer and returns the report. The error is
@@ -174,7 +176,9 @@ func runPeer(ctx context.Context, o *Options, addrs []string, name string, p pee
 	if err := st.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
-	return analyze(name, plan, ph.spans, smp.all(), a.arrivals(), dlq.all(), ld.records(), ph.poison, ph.burst), nil
+	pr := analyze(name, plan, ph.spans, smp.all(), a.arrivals(), dlq.all(), ld.records(), ph.poison, ph.burst)
+	pr.Setup = st.setup
+	return pr, nil
 }
 
 func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {
