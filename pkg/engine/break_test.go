@@ -281,6 +281,26 @@ func TestBreakNearMaxSizeRecordIsRetried(t *testing.T) {
 	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &ls}, e.plan.Source); err != nil {
 		t.Fatal(err)
 	}
+	// On Kafka a broker may answer DescribeConfigs of a topic just made
+	// with the default limit for a moment (seen under load): the engine
+	// would then size the tiers for the default and the record could not
+	// move. Wait until the new limit shows.
+	eventually(t, "source limit visible", func() bool {
+		rcs, err := e.adm.DescribeTopicConfigs(context.Background(), e.plan.Source)
+		if err != nil {
+			return false
+		}
+		rc, err := rcs.On(e.plan.Source, nil)
+		if err != nil {
+			return false
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil && *c.Value == ls {
+				return true
+			}
+		}
+		return false
+	})
 	e.app.setAnswer(func(m *delivery.Message) error {
 		if m.Attempt == 1 {
 			return e503

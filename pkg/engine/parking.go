@@ -86,7 +86,7 @@ func (e *Engine) park(l *lane, en *entry) {
 	}})
 	en.settled = true
 	e.settled++
-	l.pendingParks++
+	l.park.Park()
 	e.stats.ParkedRecords.Add(1)
 	e.syncBlocked(l)
 }
@@ -137,9 +137,7 @@ func (e *Engine) spill(l *lane) {
 		}
 	}
 	l.wait = keep
-	if len(l.heads) == 0 && !l.hold && !l.deadLettering {
-		l.releasing = true
-	}
+	l.park.Spill()
 	e.syncBlocked(l)
 }
 
@@ -157,12 +155,9 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 	if !isOp {
 		// One of ours, read back: it joins the key's parked records.
 		l := e.laneFor(sh, e.laneKeyOf(en.rec))
-		if l.pendingParks > 0 {
-			l.pendingParks--
-		} else {
+		if !l.park.ReadBack(en) {
 			e.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
 		}
-		l.parked = append(l.parked, en)
 		e.feed(l, en)
 		return
 	}
@@ -171,8 +166,7 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 	case op == opRelease && origin == OriginOperator:
 		e.log.Info("operator released a key", "partition", sh.p, "key", string(en.rec.Key))
 		en.settled = true
-		if len(l.heads) == 0 && l.blocked() {
-			l.hold, l.releasing = false, true
+		if l.park.OperatorRelease() {
 			e.feed(l, en)
 		}
 	case (op == opBlock || op == opRelease) && l.blockWritten:
@@ -188,8 +182,7 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 // replay applies one changelog record while the shard restores.
 func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 	if !isOp {
-		l := e.laneFor(sh, e.laneKeyOf(en.rec))
-		l.parked = append(l.parked, en)
+		e.laneFor(sh, e.laneKeyOf(en.rec)).park.ReadBack(en)
 		return
 	}
 	if op == opBarrier {
@@ -211,28 +204,24 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 	l := e.laneFor(sh, key)
 	switch op {
 	case opBlock:
-		l.addHead(ref)
+		l.park.Block(ref)
 		l.blockWritten = true
-		l.releasing = false
 		l.markers = append(l.markers, en)
 	case opRelease:
 		_, _, origin, _ := opOf(en.rec)
 		if origin == OriginOperator {
 			en.settled = true
-			if len(l.heads) == 0 && (l.hold || len(l.parked) > 0) {
-				l.hold, l.releasing = false, true
-			}
+			l.park.OperatorRelease()
 			break
 		}
 		verdict, id := parking.SplitRef(ref)
-		if !l.blockWritten || !l.heads[id] {
+		if !l.blockWritten || !l.park.HasHead(id) {
 			en.settled = true // a release without its block: not one of ours
 			break
 		}
 		l.markers = append(l.markers, en)
-		delete(l.heads, id)
-		if len(l.heads) == 0 {
-			e.resolve(l, verdict, id)
+		if l.park.LeaveHead(id) {
+			l.park.Resolve(verdict, id)
 		}
 	case opSettle:
 		en.settled = true
@@ -240,13 +229,9 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		if err != nil {
 			return
 		}
-		for i, p := range l.parked {
-			if p.rec.Offset == off {
-				p.settled = true
-				p.moved = true
-				l.parked = append(l.parked[:i], l.parked[i+1:]...)
-				break
-			}
+		if p, ok := l.park.RemoveParked(func(p *entry) bool { return p.rec.Offset == off }); ok {
+			p.settled = true
+			p.moved = true
 		}
 	case opUnblock:
 		en.settled = true
@@ -254,33 +239,10 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 			m.settled = true
 		}
 		l.markers = nil
-		l.heads, l.releasing, l.hold, l.deadLettering, l.gapAfter, l.blockWritten = nil, false, false, false, "", false
+		l.park.Unblock()
+		l.blockWritten = false
 	default:
 		en.settled = true
-	}
-}
-
-// addHead notes that record id of the key is in the tiers.
-func (l *lane) addHead(id string) {
-	if l.heads == nil {
-		l.heads = map[string]bool{}
-	}
-	l.heads[id] = true
-}
-
-// resolve applies the outcome of a key's last head leaving the tiers:
-// verdict "ok" (delivered) or the policy under which head id was
-// dead-lettered.
-func (e *Engine) resolve(l *lane, verdict, id string) {
-	switch verdict {
-	case parking.VerdictOK:
-		l.releasing, l.gapAfter = true, ""
-	case string(flow.OnDeadLetterHold):
-		l.hold = true
-	case string(flow.OnDeadLetterDeadLetter):
-		l.deadLettering, l.gapAfter = true, id
-	default: // release
-		l.releasing, l.gapAfter = true, id
 	}
 }
 
@@ -291,15 +253,11 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 	sh.restoring = false
 	blocked, parked := 0, 0
 	for _, l := range sh.lanes {
-		// Parked records with no head in the tiers and no hold are being
-		// released (after a head succeeded, or after a slow key spilled).
-		if len(l.parked) > 0 && len(l.heads) == 0 && !l.hold && !l.deadLettering {
-			l.releasing = true
-		}
+		l.park.Restored()
 		if l.blocked() {
 			blocked++
 		}
-		parked += len(l.parked)
+		parked += l.park.ParkedRecords()
 		e.feed(l, barrier)
 		e.syncBlocked(l)
 	}
@@ -328,8 +286,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	switch {
 	case route.Action == retrytopics.Retry && (stage == 0 || stage == parkStage):
 		// A new head: the key blocks; its records waiting behind park.
-		l.addHead(en.origin.ID())
-		l.releasing = false
+		l.park.Block(en.origin.ID())
 		l.blockWritten = true
 		e.leadWithUnblock(l, en)
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opBlock, en.origin.ID())})
@@ -342,20 +299,20 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 			}
 		}
 		l.wait = keep
-	case stage > 0 && route.Action != retrytopics.Retry && l.heads[en.origin.ID()]:
+	case stage > 0 && route.Action != retrytopics.Retry && l.park.HasHead(en.origin.ID()):
 		// The head left the tiers. (A tier record that is not a current head
 		// — a copy delivered again after a crash — changes nothing.)
 		id := en.origin.ID()
-		delete(l.heads, id)
+		last := l.park.LeaveHead(id)
 		verdict := parking.VerdictOK
 		if route.Action == retrytopics.DeadLetter {
 			verdict = string(e.opts.OnDeadLetter)
 		}
 		ref := parking.ReleaseRef(verdict, id)
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
-		if len(l.heads) == 0 {
-			e.resolve(l, verdict, id)
-			if l.deadLettering {
+		if last {
+			l.park.Resolve(verdict, id)
+			if l.park.State() == parking.DeadLettering {
 				// The parked records follow the head into the DLQ only once
 				// the head's own DLQ write committed, so the DLQ keeps the
 				// key's order.
@@ -367,7 +324,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 			}
 			if verdict != parking.VerdictOK {
 				// key as text, as the "operator released a key" line prints it.
-				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(e.opts.OnDeadLetter), "parked", len(l.parked) + l.pendingParks}
+				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(e.opts.OnDeadLetter), "parked", l.park.Parked()}
 				if e.opts.OnDeadLetter == flow.OnDeadLetterHold {
 					args = append(args, "hint", "release with `kretry parking release --topic "+e.plan.Source+" --key "+string(key)+"`")
 				}
@@ -375,7 +332,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 			}
 		}
 	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == flow.OnDeadLetterRelease:
-		l.gapAfter = en.origin.ID() // the next released record follows a gap
+		l.park.SetGap(en.origin.ID()) // the next released record follows a gap
 	}
 	e.feed(l, en)
 }
@@ -386,28 +343,22 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 // is the entry whose transaction carries any op this writes; nil writes
 // them with the next transaction.
 func (e *Engine) feed(l *lane, carrier *entry) {
-	if l.deadLettering && !l.dlqGate {
-		for _, p := range l.parked {
+	if !l.dlqGate {
+		for _, p := range l.park.TakeForDLQ() {
 			e.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassPermanent},
-				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.gapAfter + " (on_dead_letter: dead_letter)", At: time.Now()})
+				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.park.Gap() + " (on_dead_letter: dead_letter)", At: time.Now()})
 			p.moves = append(p.moves, move{rec: e.opRecord(l.sh.p, e.laneKeyOf(p.rec), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
 			p.settled = true
 			e.stats.ParkedRecords.Add(-1)
 		}
-		l.parked = nil
-		if l.pendingParks == 0 {
-			l.deadLettering = false
+	}
+	if l.running == nil && len(l.wait) == 0 {
+		if p, gap, ok := l.park.NextRelease(); ok {
+			p.gapAfter = gap
+			e.push(l, p)
+			return
 		}
-	}
-	if l.releasing && len(l.heads) == 0 && l.running == nil && len(l.wait) == 0 && len(l.parked) > 0 {
-		p := l.parked[0]
-		l.parked = l.parked[1:]
-		p.gapAfter = l.gapAfter
-		e.push(l, p)
-		return
-	}
-	if l.releasing && len(l.parked) == 0 && l.pendingParks == 0 && l.running == nil && len(l.wait) == 0 {
-		l.releasing, l.gapAfter = false, ""
+		l.park.ReleaseDone()
 	}
 	e.maybeUnblock(l, carrier)
 	e.syncBlocked(l)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -45,8 +43,9 @@ type queue struct {
 	topic   string
 	stage   int // 0 source, i tier i, parkStage
 	entries []*entry
-	// next is, for a tier, the first entry not yet handed to its lane.
-	next int
+	// due is, for a tier, its entries not yet handed to their lanes, with
+	// their due times.
+	due retrytopics.Schedule[*entry]
 	// commit is the offset to commit: the first entry not settled.
 	commit    kgo.EpochOffset
 	hasCommit bool
@@ -61,7 +60,6 @@ type entry struct {
 	rec    *kgo.Record
 	q      *queue
 	origin retrytopics.Origin
-	due    time.Time
 	// settled: its outcome is known and its moves are built. Its offset may
 	// be committed once every earlier entry of its queue is settled too.
 	settled bool
@@ -96,24 +94,18 @@ type lane struct {
 	running *entry
 	queued  bool
 
-	// Parking state (ordering key or partition); see parking.go.
-	dlqGate       bool            // the dead-lettered head's DLQ write is not committed yet
-	unblock       *pendingUnblock // the key's unblock op until it commits or moves to its next block (see maybeUnblock)
-	counted       bool            // counted in Stats.BlockedKeys
-	heads         map[string]bool // ce-ids of the key's records in the tiers (blocks not yet released)
-	releasing     bool            // delivering parked records one by one
-	hold          bool            // head dead-lettered under flow.OnDeadLetterHold
-	deadLettering bool            // head dead-lettered under flow.OnDeadLetterDeadLetter
-	gapAfter      string          // ce-id of the dead-lettered head, for released records
-	parked        []*entry        // parked records read back, in order, not yet released
-	pendingParks  int             // parking moves decided but not yet read back
-	blockWritten  bool            // a block op stands in the changelog
-	markers       []*entry        // block/release ops of the key, settled when it unblocks
+	// park is the key's parking state machine (ordering key or partition;
+	// package parking); the fields below are the engine's bookkeeping of
+	// the changelog ops it writes for the key (see parking.go).
+	park         parking.Key[*entry]
+	dlqGate      bool            // the dead-lettered head's DLQ write is not committed yet
+	unblock      *pendingUnblock // the key's unblock op until it commits or moves to its next block (see maybeUnblock)
+	counted      bool            // counted in Stats.BlockedKeys
+	blockWritten bool            // a block op stands in the changelog
+	markers      []*entry        // block/release ops of the key, settled when it unblocks
 }
 
-func (l *lane) blocked() bool {
-	return len(l.heads) > 0 || l.releasing || l.hold || l.deadLettering || len(l.parked) > 0 || l.pendingParks > 0
-}
+func (l *lane) blocked() bool { return l.park.Blocked() }
 
 func (l *lane) idle() bool {
 	return l.running == nil && len(l.wait) == 0 && !l.blocked() && len(l.markers) == 0 && !l.blockWritten && l.unblock == nil
@@ -235,7 +227,8 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 		if err != nil {
 			e.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
 		}
-		en.origin, en.due = o, o.Due
+		en.origin = o
+		q.due.Add(en, o.Due)
 	}
 }
 
@@ -271,9 +264,7 @@ func (e *Engine) dispatch(now time.Time) {
 			e.maybeSpill(sh, now)
 		}
 		for _, q := range sh.tiers {
-			for q.next < len(q.entries) && !q.entries[q.next].due.After(now) {
-				en := q.entries[q.next]
-				q.next++
+			for _, en := range q.due.TakeDue(now) {
 				e.push(e.laneFor(sh, en.rec.Key), en)
 			}
 		}
@@ -304,10 +295,8 @@ func (e *Engine) nextDue() (time.Time, bool) {
 			continue
 		}
 		for _, q := range sh.tiers {
-			if q.next < len(q.entries) {
-				if d := q.entries[q.next].due; next.IsZero() || d.Before(next) {
-					next = d
-				}
+			if d, ok := q.due.NextDue(); ok && (next.IsZero() || d.Before(next)) {
+				next = d
 			}
 		}
 	}
@@ -572,8 +561,7 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 	}
 	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked))
 	for _, q := range sh.tiers {
-		notDue := q.next < len(q.entries) && q.entries[q.next].due.After(now)
-		set(q, sh.restoring || notDue || full(q))
+		set(q, sh.restoring || q.due.Waiting(now) || full(q))
 	}
 	if pause != nil {
 		e.cl.Load().PauseFetchPartitions(pause)
@@ -587,7 +575,7 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 func (sh *shard) parkedCount() int {
 	n := 0
 	for _, l := range sh.lanes {
-		n += len(l.parked) + l.pendingParks
+		n += l.park.Parked()
 	}
 	return n
 }
@@ -600,258 +588,4 @@ func (sh *shard) blockedCount() int {
 		}
 	}
 	return n
-}
-
-// txn is what one transaction carries.
-type txn struct {
-	gen      uint64
-	moves    []move
-	offsets  map[string]map[int32]kgo.EpochOffset
-	after    []func()
-	records  int
-	barriers []*shard
-}
-
-// prepare collects the moves and commit offsets of every settled prefix,
-// the moves of settled parking entries (see parking.go: they are idempotent
-// through their settle ops) and pending barriers. It returns nil when there
-// is nothing new.
-func (e *Engine) prepare() *txn {
-	e.lastCommit = time.Now()
-	e.settled = 0
-	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}}
-	take := func(en *entry) {
-		if en.moved {
-			return
-		}
-		en.moved = true
-		tx.moves = append(tx.moves, en.moves...)
-		tx.after = append(tx.after, en.after...)
-	}
-	advanced := false
-	tx.moves = append(tx.moves, e.loose...)
-	tx.after = append(tx.after, e.looseAfter...)
-	e.loose, e.looseAfter = nil, nil
-	for _, sh := range e.shards {
-		if sh.barrierPending {
-			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
-			tx.barriers = append(tx.barriers, sh)
-		}
-		for _, q := range sh.order {
-			if q.stage == parkStage {
-				for _, en := range q.entries {
-					if en.settled {
-						take(en)
-					}
-				}
-			}
-			n := 0
-			for n < len(q.entries) && q.entries[n].settled {
-				take(q.entries[n])
-				n++
-			}
-			if n > 0 {
-				last := q.entries[n-1].rec
-				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
-				q.entries = q.entries[n:]
-				q.next = max(q.next-n, 0)
-				tx.records += n
-				advanced = true
-			}
-			if q.hasCommit {
-				if tx.offsets[q.topic] == nil {
-					tx.offsets[q.topic] = map[int32]kgo.EpochOffset{}
-				}
-				tx.offsets[q.topic][sh.p] = q.commit
-			}
-		}
-	}
-	if !advanced && len(tx.moves) == 0 {
-		return nil
-	}
-	return tx
-}
-
-// transactionTimeout is the producer's transaction timeout and the bound on
-// one commit: a transaction open longer is aborted by its coordinator
-// anyway, so waiting longer for End (which waits for a heartbeat the group
-// may not be running while it rejoins after a broker failure) only stalls
-// every partition.
-const transactionTimeout = 15 * time.Second
-
-// shutdownCommitTimeout bounds the final commit at shutdown: seen on Kafka
-// after a broker outage, End waited for a heartbeat that never came and a
-// SIGTERM took a minute. Past it the transaction aborts and the next owner
-// delivers its records again.
-const shutdownCommitTimeout = 10 * time.Second
-
-// commit runs tx as one transaction, bounded by timeout. A transaction that does not commit
-// drops all state (after in-flight deliveries end): the records after the
-// last commit are read and delivered again. Only a fatal producer error is
-// returned.
-func (e *Engine) commit(tx *txn, timeout time.Duration) error {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := e.sess.Begin(); err != nil {
-		// Only a transaction still open after a failed End gets here: the
-		// producer is in a state the engine cannot use; a new session can.
-		return fmt.Errorf("%w: the transactional producer %q cannot begin a transaction after the last one failed to end (%v): %w",
-			errSessionReset, e.opts.TransactionalID, e.lastEndErr, err)
-	}
-	var (
-		produceErr error
-		errMu      sync.Mutex
-	)
-	for _, m := range tx.moves {
-		e.sess.Produce(ctx, m.rec, func(r *kgo.Record, err error) {
-			if err != nil {
-				errMu.Lock()
-				produceErr = errors.Join(produceErr, fmt.Errorf("writing to %s/%d: %w", r.Topic, r.Partition, err))
-				errMu.Unlock()
-			}
-		})
-	}
-	flushErr := e.sess.Client().Flush(ctx)
-	errMu.Lock() // a promise may still run after a failed Flush
-	produceErr = errors.Join(produceErr, flushErr)
-	perr := produceErr
-	errMu.Unlock()
-	try := kgo.TryCommit
-	if perr != nil {
-		e.log.Error("a move failed; aborting the transaction, its records will be delivered again", "err", perr)
-		try = kgo.TryAbort
-	}
-	if e.opts.beforeEnd != nil {
-		e.opts.beforeEnd()
-	}
-	// The session would commit the fetched positions; commit instead, per
-	// partition, the first record not yet settled. A partition the session
-	// lists that the engine does not know keeps its last committed offset
-	// (never the fetched position, which may be past unsettled records); a
-	// partition the engine knows that the session left out is added.
-	committedBefore := e.sess.Client().CommittedOffsets()
-	var unknown []string
-	fctx := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		seen := map[string]map[int32]bool{}
-		for i := range req.Topics {
-			t := &req.Topics[i]
-			seen[t.Topic] = map[int32]bool{}
-			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				seen[t.Topic][p.Partition] = true
-				if o, ok := tx.offsets[t.Topic][p.Partition]; ok {
-					p.Offset, p.LeaderEpoch = o.Offset, o.Epoch
-				} else if c, ok := committedBefore[t.Topic][p.Partition]; ok {
-					p.Offset, p.LeaderEpoch = c.Offset, c.Epoch
-					unknown = append(unknown, fmt.Sprintf("%s/%d", t.Topic, p.Partition))
-				}
-			}
-		}
-		for topic, ps := range tx.offsets {
-			for part, o := range ps {
-				if seen[topic][part] || (committedBefore[topic][part] == o) {
-					continue
-				}
-				i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == topic })
-				if i < 0 {
-					rt := kmsg.NewTxnOffsetCommitRequestTopic()
-					rt.Topic = topic
-					req.Topics = append(req.Topics, rt)
-					i = len(req.Topics) - 1
-				}
-				rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
-				req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-			}
-		}
-		if len(req.Topics) == 0 {
-			// Commit one unchanged offset rather than none: franz-go
-			// (v1.22.3) reads KIP-447 support off the TxnOffsetCommit
-			// response, and a transaction without one (only barriers or
-			// parking ops) would hold the session's lock for 500ms after
-			// ending, as for a pre-2.5 broker.
-			for topic, ps := range committedBefore {
-				for part, o := range ps {
-					rt := kmsg.NewTxnOffsetCommitRequestTopic()
-					rt.Topic = topic
-					rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
-					rt.Partitions = append(rt.Partitions, rp)
-					req.Topics = append(req.Topics, rt)
-					return nil
-				}
-			}
-		}
-		return nil
-	})
-	committed, err := e.sess.End(fctx, try)
-	e.lastEndErr = err
-	if fencedErr := errors.Join(err, perr); isFenced(fencedErr) {
-		e.stats.Aborted.Add(1)
-		return e.fencedOrReset(fencedErr)
-	}
-	if len(unknown) > 0 {
-		e.warnOnce("unknown-commit", "the transaction listed partitions the engine holds no state for; their committed offsets were kept", "partitions", unknown)
-	}
-	e.obs.Committed(CommitEvent{Group: e.opts.Group, Source: e.plan.Source, Committed: committed && err == nil, Records: tx.records, Duration: time.Since(start)})
-	if err != nil || !committed {
-		e.stats.Aborted.Add(1)
-		if err != nil {
-			e.log.Warn("transaction did not commit; records after the last commit will be delivered again", "err", err)
-		} else if try == kgo.TryCommit {
-			e.log.Info("transaction aborted by a rebalance; records after the last commit will be delivered again")
-		}
-		e.mu.Lock()
-		if tx.gen == e.gen {
-			e.resetLocked()
-		}
-		e.mu.Unlock()
-		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
-		if err != nil {
-			// An End that failed may have returned before rewinding the
-			// consumer to the committed offsets (franz-go returns at once
-			// when its flush or abort of buffered records runs out of
-			// time, as in a broker outage), and left the producer inside
-			// the transaction. The state of those records is dropped
-			// above: without a new session they would be delivered again
-			// only once a new record made the next Begin fail — on a
-			// quiet partition, never. A new session starts at the
-			// committed offsets.
-			return fmt.Errorf("%w: the transaction did not end: %w", errSessionReset, err)
-		}
-		return nil
-	}
-	e.stats.Batches.Add(1)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if tx.gen != e.gen {
-		return nil
-	}
-	for _, f := range tx.after {
-		f()
-	}
-	for _, sh := range tx.barriers {
-		sh.barrierPending = false
-	}
-	for _, m := range tx.moves {
-		switch m.ev.Kind {
-		case flow.MoveRetry:
-			if i := e.plan.Stage(m.ev.To); i > 0 {
-				e.stats.Retried[i-1].Add(1)
-			}
-		case flow.MoveDeadLetter:
-			if m.ev.Class == string(delivery.ClassExhausted) {
-				e.stats.Exhausted.Add(1)
-			} else {
-				e.stats.Permanent.Add(1)
-			}
-		case flow.MovePark:
-			e.stats.Parked.Add(1)
-		default:
-			continue
-		}
-		e.obs.Moved(m.ev)
-	}
-	return nil
 }

@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
+)
+
+// This file is the transaction: what one carries (prepare) and how it runs
+// (commit): Begin, the moves, the offset commit of every settled prefix,
+// End, then the bookkeeping of what committed (DESIGN.md invariant 2).
+
+// txn is what one transaction carries.
+type txn struct {
+	gen      uint64
+	moves    []move
+	offsets  map[string]map[int32]kgo.EpochOffset
+	after    []func()
+	records  int
+	barriers []*shard
+}
+
+// prepare collects the moves and commit offsets of every settled prefix,
+// the moves of settled parking entries (see parking.go: they are idempotent
+// through their settle ops) and pending barriers. It returns nil when there
+// is nothing new.
+func (e *Engine) prepare() *txn {
+	e.lastCommit = time.Now()
+	e.settled = 0
+	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}}
+	take := func(en *entry) {
+		if en.moved {
+			return
+		}
+		en.moved = true
+		tx.moves = append(tx.moves, en.moves...)
+		tx.after = append(tx.after, en.after...)
+	}
+	advanced := false
+	tx.moves = append(tx.moves, e.loose...)
+	tx.after = append(tx.after, e.looseAfter...)
+	e.loose, e.looseAfter = nil, nil
+	for _, sh := range e.shards {
+		if sh.barrierPending {
+			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
+			tx.barriers = append(tx.barriers, sh)
+		}
+		for _, q := range sh.order {
+			if q.stage == parkStage {
+				for _, en := range q.entries {
+					if en.settled {
+						take(en)
+					}
+				}
+			}
+			n := 0
+			for n < len(q.entries) && q.entries[n].settled {
+				take(q.entries[n])
+				n++
+			}
+			if n > 0 {
+				last := q.entries[n-1].rec
+				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
+				q.entries = q.entries[n:]
+				tx.records += n
+				advanced = true
+			}
+			if q.hasCommit {
+				if tx.offsets[q.topic] == nil {
+					tx.offsets[q.topic] = map[int32]kgo.EpochOffset{}
+				}
+				tx.offsets[q.topic][sh.p] = q.commit
+			}
+		}
+	}
+	if !advanced && len(tx.moves) == 0 {
+		return nil
+	}
+	return tx
+}
+
+// transactionTimeout is the producer's transaction timeout and the bound on
+// one commit: a transaction open longer is aborted by its coordinator
+// anyway, so waiting longer for End (which waits for a heartbeat the group
+// may not be running while it rejoins after a broker failure) only stalls
+// every partition.
+const transactionTimeout = 15 * time.Second
+
+// shutdownCommitTimeout bounds the final commit at shutdown: seen on Kafka
+// after a broker outage, End waited for a heartbeat that never came and a
+// SIGTERM took a minute. Past it the transaction aborts and the next owner
+// delivers its records again.
+const shutdownCommitTimeout = 10 * time.Second
+
+// commit runs tx as one transaction, bounded by timeout. A transaction that
+// does not commit drops all state (after in-flight deliveries end): the
+// records after the last commit are read and delivered again. Only a fatal
+// producer error is returned.
+func (e *Engine) commit(tx *txn, timeout time.Duration) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := e.sess.Begin(); err != nil {
+		// Only a transaction still open after a failed End gets here: the
+		// producer is in a state the engine cannot use; a new session can.
+		return fmt.Errorf("%w: the transactional producer %q cannot begin a transaction after the last one failed to end (%v): %w",
+			errSessionReset, e.opts.TransactionalID, e.lastEndErr, err)
+	}
+	perr := e.produceMoves(ctx, tx)
+	try := kgo.TryCommit
+	if perr != nil {
+		e.log.Error("a move failed; aborting the transaction, its records will be delivered again", "err", perr)
+		try = kgo.TryAbort
+	}
+	if e.opts.beforeEnd != nil {
+		e.opts.beforeEnd()
+	}
+	var unknown []string
+	fctx := kgo.PreTxnCommitFnContext(ctx, offsetsHook(tx, e.sess.Client().CommittedOffsets(), e.opts.ParkingTopic, &unknown))
+	committed, err := e.sess.End(fctx, try)
+	e.lastEndErr = err
+	if fencedErr := errors.Join(err, perr); isFenced(fencedErr) {
+		e.stats.Aborted.Add(1)
+		return e.fencedOrReset(fencedErr)
+	}
+	if len(unknown) > 0 {
+		e.warnOnce("unknown-commit", "the transaction listed partitions the engine holds no state for; their committed offsets were kept", "partitions", unknown)
+	}
+	e.obs.Committed(CommitEvent{Group: e.opts.Group, Source: e.plan.Source, Committed: committed && err == nil, Records: tx.records, Duration: time.Since(start)})
+	if err != nil || !committed {
+		return e.notCommitted(tx, try, err)
+	}
+	e.committed(tx)
+	return nil
+}
+
+// produceMoves writes tx's moves in the open transaction and returns the
+// errors of those that failed.
+func (e *Engine) produceMoves(ctx context.Context, tx *txn) error {
+	var (
+		produceErr error
+		errMu      sync.Mutex
+	)
+	for _, m := range tx.moves {
+		e.sess.Produce(ctx, m.rec, func(r *kgo.Record, err error) {
+			if err != nil {
+				errMu.Lock()
+				produceErr = errors.Join(produceErr, fmt.Errorf("writing to %s/%d: %w", r.Topic, r.Partition, err))
+				errMu.Unlock()
+			}
+		})
+	}
+	flushErr := e.sess.Client().Flush(ctx)
+	errMu.Lock() // a promise may still run after a failed Flush
+	defer errMu.Unlock()
+	return errors.Join(produceErr, flushErr)
+}
+
+// offsetsHook rewrites the session's TxnOffsetCommit: the session would
+// commit the fetched positions; commit instead, per partition, the first
+// record not yet settled (tx.offsets). A partition the session lists that
+// the engine does not know keeps its last committed offset (never the
+// fetched position, which may be past unsettled records; noted in
+// unknown); a partition the engine knows that the session left out is
+// added.
+func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, parkingTopic string, unknown *[]string) func(*kmsg.TxnOffsetCommitRequest) error {
+	return func(req *kmsg.TxnOffsetCommitRequest) error {
+		seen := map[string]map[int32]bool{}
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			seen[t.Topic] = map[int32]bool{}
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				seen[t.Topic][p.Partition] = true
+				if o, ok := tx.offsets[t.Topic][p.Partition]; ok {
+					p.Offset, p.LeaderEpoch = o.Offset, o.Epoch
+				} else if c, ok := committedBefore[t.Topic][p.Partition]; ok {
+					p.Offset, p.LeaderEpoch = c.Offset, c.Epoch
+					*unknown = append(*unknown, fmt.Sprintf("%s/%d", t.Topic, p.Partition))
+				}
+			}
+		}
+		for topic, ps := range tx.offsets {
+			for part, o := range ps {
+				if seen[topic][part] || committedBefore[topic][part] == o {
+					continue
+				}
+				addOffset(req, topic, part, o)
+			}
+		}
+		if len(req.Topics) == 0 {
+			keepOneOffset(req, tx, committedBefore, parkingTopic)
+		}
+		return nil
+	}
+}
+
+// keepOneOffset adds one offset that changes nothing to a TxnOffsetCommit
+// that carries none. franz-go (v1.22.3) reads KIP-447 support off the
+// TxnOffsetCommit response, and a transaction without one (only barriers
+// or parking ops) holds the session's lock for 500ms after ending, as for
+// a pre-2.5 broker: the first delivery after a new group's first
+// assignment waited for it (issue 10). The offset is one already committed
+// or, in a group that never committed, -1 for a barrier's parking
+// partition: the coordinator's own "no committed offset", which franz-go
+// and the Java client read as no commit (the reset offset applies, as
+// before).
+func keepOneOffset(req *kmsg.TxnOffsetCommitRequest, tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, parkingTopic string) {
+	for topic, ps := range committedBefore {
+		for part, o := range ps {
+			addOffset(req, topic, part, o)
+			return
+		}
+	}
+	if len(tx.barriers) > 0 && parkingTopic != "" {
+		addOffset(req, parkingTopic, tx.barriers[0].p, kgo.EpochOffset{Epoch: -1, Offset: -1})
+	}
+}
+
+// addOffset adds partition part of topic at o to req.
+func addOffset(req *kmsg.TxnOffsetCommitRequest, topic string, part int32, o kgo.EpochOffset) {
+	i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == topic })
+	if i < 0 {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		req.Topics = append(req.Topics, rt)
+		i = len(req.Topics) - 1
+	}
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
+	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+}
+
+// notCommitted handles a transaction that did not commit (err from End, or
+// aborted): the state is dropped once in-flight deliveries end, and the
+// records after the last commit are delivered again.
+func (e *Engine) notCommitted(tx *txn, try kgo.TransactionEndTry, err error) error {
+	e.stats.Aborted.Add(1)
+	if err != nil {
+		e.log.Warn("transaction did not commit; records after the last commit will be delivered again", "err", err)
+	} else if try == kgo.TryCommit {
+		e.log.Info("transaction aborted by a rebalance; records after the last commit will be delivered again")
+	}
+	e.mu.Lock()
+	if tx.gen == e.gen {
+		e.resetLocked()
+	}
+	e.mu.Unlock()
+	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
+	if err != nil {
+		// An End that failed may have returned before rewinding the
+		// consumer to the committed offsets (franz-go returns at once
+		// when its flush or abort of buffered records runs out of
+		// time, as in a broker outage), and left the producer inside
+		// the transaction. The state of those records is dropped
+		// above: without a new session they would be delivered again
+		// only once a new record made the next Begin fail — on a
+		// quiet partition, never. A new session starts at the
+		// committed offsets.
+		return fmt.Errorf("%w: the transaction did not end: %w", errSessionReset, err)
+	}
+	return nil
+}
+
+// committed runs what waits for tx's commit: the after-commit functions,
+// the barriers' bookkeeping, the counters and the observer's Moved events.
+func (e *Engine) committed(tx *txn) {
+	e.stats.Batches.Add(1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if tx.gen != e.gen {
+		return
+	}
+	for _, f := range tx.after {
+		f()
+	}
+	for _, sh := range tx.barriers {
+		sh.barrierPending = false
+	}
+	for _, m := range tx.moves {
+		switch m.ev.Kind {
+		case flow.MoveRetry:
+			if i := e.plan.Stage(m.ev.To); i > 0 {
+				e.stats.Retried[i-1].Add(1)
+			}
+		case flow.MoveDeadLetter:
+			if m.ev.Class == string(delivery.ClassExhausted) {
+				e.stats.Exhausted.Add(1)
+			} else {
+				e.stats.Permanent.Add(1)
+			}
+		case flow.MovePark:
+			e.stats.Parked.Add(1)
+		default:
+			continue
+		}
+		e.obs.Moved(m.ev)
+	}
+}
