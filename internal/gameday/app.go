@@ -17,7 +17,7 @@ import (
 const (
 	kindSteady = "steady" // the steady load and the spike
 	kindPoison = "poison" // the one poison record: answers 500 on every delivery
-	kindBurst  = "burst"  // the synchronised failure: answers 503 on its first delivery
+	kindBurst  = "burst"  // the synchronised failure: produced at once while the dependency blips
 )
 
 // order is a record value: the id is the load's sequence number, Produced
@@ -101,7 +101,7 @@ func (a *app) serve(w http.ResponseWriter, r *http.Request) {
 	a.seen[o.ID]++
 	seen := a.seen[o.ID]
 	a.mu.Unlock()
-	status := a.answer(r.Context(), &o, seen)
+	status := a.answer(r.Context(), &o)
 	if status == http.StatusNoContent {
 		w.WriteHeader(status)
 	} else {
@@ -127,14 +127,11 @@ var statusText = map[int]string{
 }
 
 // answer is the app's decision for one delivery: the poison record fails
-// always, a burst record fails its first delivery, the rest goes to the
-// dependency.
-func (a *app) answer(ctx context.Context, o *order, seen int) int {
+// always, the rest goes to the dependency.
+func (a *app) answer(ctx context.Context, o *order) int {
 	switch {
 	case o.Kind == kindPoison:
 		return http.StatusInternalServerError
-	case o.Kind == kindBurst && seen == 1:
-		return http.StatusServiceUnavailable
 	case a.dep.failing.Load():
 		return http.StatusServiceUnavailable
 	}

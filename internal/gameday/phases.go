@@ -66,7 +66,12 @@ func (ph *phases) run() {
 		dep.service.Store(int64(p.ServiceTime))
 	}, true)
 	ph.phase(PhasePoison, func() { ph.poison = ph.load.one(ph.ctx, kindPoison) }, true)
-	ph.phase(PhaseBurst, func() { ph.burst = ph.load.burst(ph.ctx, kindBurst, p.Burst) }, true)
+	ph.phase(PhaseBurst, func() {
+		dep.failing.Store(true)
+		ph.burst = ph.load.burst(ph.ctx, kindBurst, p.Burst)
+		ph.sleep(p.BlipFor)
+		dep.failing.Store(false)
+	}, true)
 	ph.phase(PhaseDrain, func() { ph.load.setRate(0) }, true)
 }
 

@@ -35,8 +35,11 @@ type Plan struct {
 	SlowFor time.Duration
 	FailFor time.Duration
 	// Burst is the number of records of the synchronised failure: all
-	// produced at once, each failing its first delivery.
-	Burst int
+	// produced at once, of distinct keys, at the start of a blip of the
+	// dependency (503 to everything for BlipFor), so that they fail
+	// together.
+	Burst   int
+	BlipFor time.Duration
 	// Settle bounds the wait for a phase to drain before the next starts.
 	Settle time.Duration
 
@@ -74,7 +77,7 @@ func Quick() Plan {
 		MaxInFlight: 8, AppTimeout: time.Second,
 		Tiers: []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second}, Jitter: 0.2,
 		SteadyRate: 150, SteadyFor: 3 * time.Second, SpikeRate: 2000, SpikeFor: time.Second,
-		SlowFor: 2 * time.Second, FailFor: 4 * time.Second, Burst: 300, Settle: 8 * time.Second,
+		SlowFor: 2 * time.Second, FailFor: 4 * time.Second, Burst: 300, BlipFor: 500 * time.Millisecond, Settle: 8 * time.Second,
 		RecoverWithin: 15 * time.Second, HealthyP99: 250 * time.Millisecond,
 		PausedSlack: 16, OpenWithin: time.Second,
 		BudgetRatio: 0.2, BudgetPerSecond: 10, BudgetWindow: 2 * time.Second, MaxSpread: 2,
@@ -89,7 +92,7 @@ func Full() Plan {
 	p.Tiers = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 	p.SteadyFor, p.SpikeFor = 10*time.Second, 3*time.Second
 	p.SlowFor, p.FailFor = 5*time.Second, 20*time.Second
-	p.Burst, p.Settle = 500, 40*time.Second
+	p.Burst, p.BlipFor, p.Settle = 500, time.Second, 40*time.Second
 	p.RecoverWithin = 30 * time.Second
 	p.BudgetWindow = 10 * time.Second
 	return p

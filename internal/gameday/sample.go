@@ -34,8 +34,8 @@ type sample struct {
 	LagTotal int64            `json:"lag_total"`
 	// ScanOK is false when the lag scan could not measure every partition.
 	ScanOK bool `json:"scan_ok"`
-	// Parts are the positions of the group's partitions (source, tiers,
-	// parking), by "topic/partition".
+	// Parts are the positions of the source's and the tiers' partitions,
+	// by "topic/partition".
 	Parts map[string]partPos `json:"-"`
 	// DLQ counts the dead-lettered records read so far.
 	DLQ int `json:"dlq"`
@@ -50,6 +50,10 @@ type sample struct {
 	Deliveries float64 `json:"deliveries"`
 	Retries    float64 `json:"retries"`
 	InFlight   float64 `json:"in_flight"`
+	// Parked is kretry_parking_records: records held in parking behind a
+	// failing record of their key (the parking topic's lag also counts
+	// kretry's bookkeeping records there, so it is not used).
+	Parked float64 `json:"parked"`
 	// Dependency is kretry_dependency_state (0 reachable, 1 mostly
 	// failing, 2 refusing); Breaker the breaker's state gauge (0 closed,
 	// 1 open, 2 half-open) or -1 when kretry exports none.
@@ -102,8 +106,8 @@ func (s *sampler) take(ctx context.Context) {
 			sm.Lag[r.Stage] += r.Lag
 			if r.Stage != lag.StageParking {
 				sm.LagTotal += r.Lag
+				sm.Parts[r.Topic+"/"+strconv.Itoa(int(r.Partition))] = partPos{Committed: r.Committed, End: r.End, Lag: r.Lag}
 			}
-			sm.Parts[r.Topic+"/"+strconv.Itoa(int(r.Partition))] = partPos{Committed: r.Committed, End: r.End, Lag: r.Lag}
 			if r.Stage == lag.StageSource {
 				sm.SourceEnd += r.End
 				sm.SourceCommitted += max(r.Committed, 0)
@@ -147,6 +151,7 @@ func (s *sampler) scrape(ctx context.Context, sm *sample) {
 		}
 	}
 	sm.InFlight = sum(fams["kretry_deliveries_in_flight"])
+	sm.Parked = sum(fams["kretry_parking_records"])
 	sm.Dependency = sum(fams["kretry_dependency_state"])
 	for _, n := range breakerMetrics {
 		if f := fams[n]; f != nil {
