@@ -307,7 +307,7 @@ func (r *run) nothingLost() Check {
 	}
 	detail := fmt.Sprintf("%d produced, %d acknowledged, %d dead-lettered, %d neither, %d DLQ duplicates", len(r.produced), len(acked), len(dead), lost, dups)
 	if d, ok := spanOf(r.spans, PhaseDrain); ok && !d.Settled && lost > 0 {
-		detail += fmt.Sprintf("; the queue had not drained when the run ended (%v after the load stopped): those records were still waiting, not known lost", r.plan.Settle)
+		detail += fmt.Sprintf("; the queue had not drained when the run ended (%v after the load stopped): those records were still waiting, not known lost", r.plan.DrainSettle)
 	}
 	return atMost(Recovers, "nothing_lost", "records neither acknowledged nor dead-lettered by the end, plus DLQ duplicates = 0", float64(lost+dups), 0, "records", detail)
 }

@@ -87,7 +87,11 @@ func (ph *phases) phase(name string, inject func(), settle bool) {
 	s.Inject = time.Now()
 	s.Settled = true
 	if settle {
-		s.Settled = ph.waitDrained(ph.load.next.Load(), ph.e.plan.Settle)
+		d := ph.e.plan.Settle
+		if name == PhaseDrain {
+			d = ph.e.plan.DrainSettle
+		}
+		s.Settled = ph.waitDrained(ph.load.next.Load(), d)
 	}
 	s.End = time.Now()
 	ph.spans = append(ph.spans, s)

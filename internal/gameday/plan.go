@@ -40,8 +40,11 @@ type Plan struct {
 	// together.
 	Burst   int
 	BlipFor time.Duration
-	// Settle bounds the wait for a phase to drain before the next starts.
-	Settle time.Duration
+	// Settle bounds the wait for a phase to drain before the next starts;
+	// DrainSettle the last wait, after the load stops, that nothing_lost
+	// is judged after.
+	Settle      time.Duration
+	DrainSettle time.Duration
 
 	// Limits of the checks.
 	// RecoverWithin: lag back to 0 at most this long after the dependency
@@ -77,7 +80,7 @@ func Quick() Plan {
 		MaxInFlight: 8, AppTimeout: time.Second,
 		Tiers: []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second}, Jitter: 0.2,
 		SteadyRate: 150, SteadyFor: 3 * time.Second, SpikeRate: 2000, SpikeFor: time.Second,
-		SlowFor: 2 * time.Second, FailFor: 4 * time.Second, Burst: 300, BlipFor: 500 * time.Millisecond, Settle: 8 * time.Second,
+		SlowFor: 2 * time.Second, FailFor: 4 * time.Second, Burst: 300, BlipFor: 500 * time.Millisecond, Settle: 8 * time.Second, DrainSettle: 20 * time.Second,
 		RecoverWithin: 15 * time.Second, HealthyP99: 250 * time.Millisecond,
 		PausedSlack: 16, OpenWithin: time.Second,
 		BudgetRatio: 0.2, BudgetPerSecond: 10, BudgetWindow: 2 * time.Second, MaxSpread: 2,
@@ -92,7 +95,7 @@ func Full() Plan {
 	p.Tiers = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 	p.SteadyFor, p.SpikeFor = 10*time.Second, 3*time.Second
 	p.SlowFor, p.FailFor = 5*time.Second, 20*time.Second
-	p.Burst, p.BlipFor, p.Settle = 500, time.Second, 40*time.Second
+	p.Burst, p.BlipFor, p.Settle, p.DrainSettle = 500, time.Second, 40*time.Second, 60*time.Second
 	p.RecoverWithin = 30 * time.Second
 	p.BudgetWindow = 10 * time.Second
 	return p

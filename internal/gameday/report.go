@@ -66,6 +66,9 @@ type planInfo struct {
 	SlowMS            float64   `json:"slow_ms"`
 	FailMS            float64   `json:"fail_ms"`
 	Burst             int       `json:"burst"`
+	BlipMS            float64   `json:"blip_ms"`
+	SettleMS          float64   `json:"settle_ms"`
+	DrainSettleMS     float64   `json:"drain_settle_ms"`
 	RecoverWithinMS   float64   `json:"recover_within_ms"`
 	HealthyP99MS      float64   `json:"healthy_p99_ms"`
 	BudgetRatio       float64   `json:"budget_ratio"`
@@ -81,6 +84,7 @@ func planJSON(p *Plan) planInfo {
 		AppWorkers: p.AppWorkers, ServiceTimeMS: ms(p.ServiceTime), SlowServiceTimeMS: ms(p.SlowServiceTime),
 		MaxInFlight: p.MaxInFlight, Jitter: p.Jitter, SteadyRate: p.SteadyRate, SpikeRate: p.SpikeRate,
 		SpikeMS: ms(p.SpikeFor), SlowMS: ms(p.SlowFor), FailMS: ms(p.FailFor), Burst: p.Burst,
+		BlipMS: ms(p.BlipFor), SettleMS: ms(p.Settle), DrainSettleMS: ms(p.DrainSettle),
 		RecoverWithinMS: ms(p.RecoverWithin), HealthyP99MS: ms(p.HealthyP99), BudgetRatio: p.BudgetRatio,
 		BudgetPerSecond: p.BudgetPerSecond, BudgetWindowMS: ms(p.BudgetWindow), MaxSpread: p.MaxSpread,
 		PausedSlack: p.PausedSlack, OpenWithinMS: ms(p.OpenWithin)}
