@@ -30,6 +30,7 @@ func TestRetrySpread(t *testing.T) {
 		{"jitter 0.2 of a 1s tier", wave(1000, 200), false},
 		{"full jitter over the wait", wave(0, 1000), true},
 		{"paced by a budget over 3s after a 250ms wait", wave(250, 3000), true},
+		{"a handful retried, the rest held back", wave(250, 50)[:2*20], true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Quick()
