@@ -124,7 +124,9 @@ func TestGamedayQuick(t *testing.T) {
 		t.Logf("kretry exports no breaker state (overload controls not merged): %d checks fail as expected:\n%s", len(failed), strings.Join(failed, "\n"))
 	}
 	if t.Failed() {
-		t.Logf("stderr:\n%s", errb.String())
+		var b strings.Builder
+		r.Print(&b)
+		t.Logf("report:\n%s\nstderr:\n%s", b.String(), errb.String())
 	}
 }
 
