@@ -24,6 +24,8 @@ type Topics struct {
 	Partitions int32
 	// MaxBytes maps each stage topic to its max.message.bytes (bytes).
 	MaxBytes map[string]int
+	// Warnings are problems that do not stop kretry (retention.go).
+	Warnings []string
 }
 
 // Ensure checks the topics of p and creates the missing tiers and DLQ with
@@ -74,7 +76,9 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	// Stages get the source's max.message.bytes plus StageHeadroom, so a
 	// record that fit the source still fits with the kretry header run.
 	srcMax := defaultMaxMessageBytes
+	srcRetention := kafkaDefaultRetention
 	if rc, err := cfgs.On(p.Source, nil); err == nil {
+		srcRetention = retentionOf(rc)
 		for _, c := range rc.Configs {
 			if c.Key == "max.message.bytes" && c.Value != nil {
 				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
@@ -91,7 +95,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 		d, ok := details[t]
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			if _, err := adm.CreateTopic(ctx, parts, -1, create, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			cc := create
+			if t == p.DLQ {
+				cc = map[string]*string{"max.message.bytes": &stageMax, "retention.ms": new(dlqRetention(srcRetention, p.DLQRetention))}
+			}
+			if _, err := adm.CreateTopic(ctx, parts, -1, cc, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 				errs = append(errs, fmt.Errorf("creating topic %q with %d partitions: %w", t, parts, err))
 			}
 		case d.Err != nil:
@@ -111,6 +119,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 		return nil, fmt.Errorf("describing topics %v: %w", all, err)
 	}
 	for _, rc := range rcs {
+		if rc.Name == p.DLQ && details.Has(p.DLQ) {
+			if w := retentionWarning(p, srcRetention, retentionOf(rc)); w != "" {
+				out.Warnings = append(out.Warnings, w)
+			}
+		}
 		out.MaxBytes[rc.Name] = defaultMaxMessageBytes
 		for _, c := range rc.Configs {
 			if c.Key == "max.message.bytes" && c.Value != nil {

@@ -31,6 +31,11 @@ type Origin struct {
 	Due time.Time
 	// Headers are the original headers, with kretry's leading run removed.
 	Headers []kgo.RecordHeader
+	// Redrives is how many times the record was redriven from the DLQ and
+	// RedriveID the redrive that moved it last (redrive.go); 0 and "" for
+	// a record never redriven.
+	Redrives  int64
+	RedriveID string
 }
 
 // ID is the CloudEvents id: "<topic>/<partition>/<offset>" of the original.
@@ -86,6 +91,7 @@ func ReadOrigin(r *kgo.Record, fromSource bool, fallbackAttempts int64) (Origin,
 		return ""
 	}
 	o := Origin{Topic: v(HeaderOriginalTopic), Headers: r.Headers[len(Headers):]}
+	readRedrive(&o) // redrive
 	var errs []error
 	parseInt := func(name string, bits int) int64 {
 		n, err := strconv.ParseInt(v(name), 10, bits)
@@ -221,6 +227,7 @@ func (m *Move) Record() *kgo.Record {
 	} {
 		hs = append(hs, kgo.RecordHeader{Key: kv[0], Value: []byte(kv[1])})
 	}
+	hs = appendRedrive(hs, o) // redrive
 	hs = append(hs, o.Headers...)
 	r := &kgo.Record{
 		Topic:     m.Topic,

@@ -22,6 +22,9 @@ type Plan struct {
 	DLQ    string
 	// Jitter in [0, 1] stretches each delay (see Delay).
 	Jitter float64
+	// DLQRetention is the retention.ms of a DLQ that Ensure creates: 0
+	// derives it from the source's (retention.go), -1 keeps records forever.
+	DLQRetention time.Duration
 }
 
 // Stage returns the stage index of topic: 0 for the source, i for tier i

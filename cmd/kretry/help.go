@@ -107,6 +107,70 @@ must be running.`,
 		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
 		short:   map[string]string{"config": "c"},
 	}
+	dlqCmd = &command{
+		name:     "dlq",
+		synopsis: "dlq list|show|stats|redrive|discard -c FILE --topic TOPIC …",
+		purpose:  "inspect a DLQ, redrive its records into the pipeline or discard them",
+		about: `Subcommands:
+  list      the records waiting in the DLQ (or redriven, discarded), filtered
+  show      one record: every header and the value
+  stats     counts by error class, status and error fingerprint, oldest age
+  redrive   move records back into kretry's pipeline, exactly once, paced
+  discard   mark records handled without delivering them (kept for audit)
+
+Run 'kretry dlq SUBCOMMAND -h' for its flags. docs/DLQ.md describes the
+marks topic, the lease and what the app sees.`,
+		example: "kretry dlq list -c config.yaml --topic orders --class permanent",
+	}
+	dlqListCmd = &command{
+		name:     "dlq list",
+		synopsis: "dlq list -c FILE --topic TOPIC [--state STATE] [--class CLASSES] [--status STATUSES] [--since TIME] [--until TIME] [--key KEY] [--header K=V] [--grep TEXT] [--record P/O] [--limit N] [--newest] [--json]",
+		purpose:  "list the records of a DLQ, waiting ones by default",
+		about: `Reads the DLQ and its marks topic (<dlq>.marks) to their last stable
+offsets. Filters combine (all must match). Keys and messages that are not
+printable text are shown in hex.`,
+		example: "kretry dlq list -c config.yaml --topic orders --status 422 --since 2h",
+		short:   map[string]string{"config": "c"},
+	}
+	dlqShowCmd = &command{
+		name:     "dlq show",
+		synopsis: "dlq show -c FILE --topic TOPIC [--partition N] --offset N [--json]",
+		purpose:  "print one DLQ record: every header and the value",
+		about:    `Text that is valid UTF-8 is printed as is, anything else in hex (--json: base64).`,
+		example:  "kretry dlq show -c config.yaml --topic orders --partition 1 --offset 42",
+		short:    map[string]string{"config": "c"},
+	}
+	dlqStatsCmd = &command{
+		name:     "dlq stats",
+		synopsis: "dlq stats -c FILE --topic TOPIC [--json]",
+		purpose:  "what is in a DLQ at a glance: counts by class, status, fingerprint; oldest age",
+		example:  "kretry dlq stats -c config.yaml --topic orders",
+		short:    map[string]string{"config": "c"},
+	}
+	dlqRedriveCmd = &command{
+		name:     "dlq redrive",
+		synopsis: "dlq redrive -c FILE --topic TOPIC [--class CLASSES] [--status STATUSES] [--since TIME] [--until TIME] [--key KEY] [--header K=V] [--grep TEXT] [--record P/O] [--limit N] [--rate N] [--dry-run] [--by NAME] [--quiet] [--json]",
+		purpose:  "move waiting DLQ records back into kretry's pipeline, exactly once",
+		about: `Each selected waiting record goes onto the topic's first retry tier, due
+at once, and the app sees it again with its original ce-id, key, value and
+headers, ce-attempt 1 and kretry-redrive-count / kretry-redrive-id. The
+copy and the record's mark commit in one transaction: Ctrl-C stops cleanly
+with the count so far, and the same command again continues without
+moving anything twice. A second redrive or discard of the same DLQ while
+one runs is refused, naming it. Records without readable kretry headers
+are refused with the reason (exit 1); discard them instead.`,
+		example: "kretry dlq redrive -c config.yaml --topic orders --class permanent --status 422 --rate 5 --dry-run",
+		short:   map[string]string{"config": "c"},
+	}
+	dlqDiscardCmd = &command{
+		name:     "dlq discard",
+		synopsis: "dlq discard -c FILE --topic TOPIC --reason TEXT [--class CLASSES] [--status STATUSES] [--since TIME] [--until TIME] [--key KEY] [--header K=V] [--grep TEXT] [--record P/O] [--limit N] [--rate N] [--dry-run] [--by NAME] [--quiet] [--json]",
+		purpose:  "mark waiting DLQ records handled without delivering them",
+		about: `Writes a mark per record (who, when, the reason) to the marks topic; the
+records stay in the DLQ for audit and no longer count as waiting.`,
+		example: "kretry dlq discard -c config.yaml --topic orders --grep 'unknown customer' --reason 'customers deleted (TICKET-12)'",
+		short:   map[string]string{"config": "c"},
+	}
 	versionCmd = &command{
 		name:     "version",
 		synopsis: "version",
@@ -122,7 +186,11 @@ must be running.`,
 )
 
 // commands in the order of the top-level usage.
-var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd, versionCmd, helpCmd}
+var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd,
+	dlqListCmd, dlqShowCmd, dlqStatsCmd, dlqRedriveCmd, dlqDiscardCmd, versionCmd, helpCmd}
+
+// dlqSubcommands are the subcommands of `kretry dlq`.
+var dlqSubcommands = map[string]*command{"list": dlqListCmd, "show": dlqShowCmd, "stats": dlqStatsCmd, "redrive": dlqRedriveCmd, "discard": dlqDiscardCmd}
 
 // topUsage is the top-level help: one line per command with its synopsis.
 func topUsage() string {
@@ -260,7 +328,8 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	switch strings.Join(args, " ") {
-	case "run", "demo", "gameday", "broker", "validate", "lag", "parking", "parking release", "version":
+	case "run", "demo", "gameday", "broker", "validate", "lag", "parking", "parking release", "version",
+		"dlq", "dlq list", "dlq show", "dlq stats", "dlq redrive", "dlq discard":
 		return run(ctx, append(args, "-h"), stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		helpCmd.help(stdout, nil)

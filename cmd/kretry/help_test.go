@@ -24,6 +24,12 @@ var subcommands = []struct {
 	{[]string{"lag"}, []string{"-c, --config FILE", "--json", "--watch", "--interval DURATION", "(default 5s)"}},
 	{[]string{"parking"}, nil},
 	{[]string{"parking", "release"}, []string{"-c, --config FILE", "--topic TOPIC", "--key KEY", "--partition N"}},
+	{[]string{"dlq"}, nil},
+	{[]string{"dlq", "list"}, []string{"-c, --config FILE", "--topic TOPIC", "--class CLASSES", "--since TIME", "--header K=V", "--record P/O", "--state STATE", "--json"}},
+	{[]string{"dlq", "show"}, []string{"-c, --config FILE", "--topic TOPIC", "--partition N", "--offset N"}},
+	{[]string{"dlq", "stats"}, []string{"-c, --config FILE", "--topic TOPIC", "--json"}},
+	{[]string{"dlq", "redrive"}, []string{"-c, --config FILE", "--rate N", "(default 10)", "--dry-run", "--limit N", "--by NAME"}},
+	{[]string{"dlq", "discard"}, []string{"--reason TEXT", "--rate N", "--dry-run"}},
 	{[]string{"version"}, nil},
 	{[]string{"help"}, nil},
 }

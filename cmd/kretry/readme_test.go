@@ -35,7 +35,7 @@ func TestREADMEFlags(t *testing.T) {
 		if code := run(context.Background(), append(append([]string{}, sc.args...), "-h"), &out, &errb); code != exitOK {
 			t.Fatalf("%s -h: exit %d", name, code)
 		}
-		if name != "parking" && !strings.Contains(table, "| `kretry "+name+"` |") {
+		if name != "parking" && name != "dlq" && !strings.Contains(table, "| `kretry "+name+"` |") {
 			t.Errorf("README's table has no row for kretry %s", name)
 			continue
 		}

@@ -46,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdLag(ctx, args, stdout, stderr)
 	case "parking":
 		return cmdParking(ctx, args, stdout, stderr)
+	case "dlq":
+		return cmdDLQ(ctx, args, stdout, stderr)
 	case "version", "--version":
 		return cmdVersion(args, stdout, stderr)
 	case "help":
@@ -118,6 +120,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code := loadConfig(runCmd, *path, stderr)
 	if code != exitOK {
 		return code
+	}
+	if err := cfg.Admin.CheckToken(); err != nil { // only run serves the admin API
+		fmt.Fprintf(stderr, "kretry run: invalid config %s:\n  %v\n", *path, err)
+		return exitUsage
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)

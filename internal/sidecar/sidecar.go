@@ -139,6 +139,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		return err
 	}
 	d = health
+	stopDLQMetrics, err := startDLQMetrics(ctx, cfg, obs, clientOpts, log) // dlqmetrics.go: waiting records, redrive results
+	if err != nil {
+		return err
+	}
+	defer stopDLQMetrics()
 
 	var srv *http.Server
 	if cfg.Metrics.Listen != "" {
@@ -155,6 +160,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		}()
 		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
 	}
+	stopAdmin, err := startAdmin(ctx, cfg, clientOpts, log) // admin.go: DLQ admin API and page
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
 
 	defer func() {
 		if !starting {
@@ -184,6 +194,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 			return fmt.Errorf("topic %q: %w", t.Name, err)
 		}
 		s.Engines = append(s.Engines, e)
+		for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
+			log.Warn(w, "topic", t.Name)
+		}
 		obs.watchEngine(t.Group, t.Name, e)
 	}
 

@@ -83,6 +83,7 @@ type Config struct {
 	Log      Log     `koanf:"log"`
 	Lag      Lag     `koanf:"lag"`
 	Tracing  Tracing `koanf:"tracing"`
+	Admin    Admin   `koanf:"admin"` // admin.go
 }
 
 // Kafka is how kretry reaches the cluster.
@@ -327,6 +328,12 @@ type Retry struct {
 type DLQ struct {
 	// Topic defaults to <name>.dlq.
 	Topic string `koanf:"topic"`
+	// Retention is the retention.ms kretry gives the DLQ when it creates
+	// it. Default 0: twice the source's retention, at least 14 days (a
+	// source kept forever gives a DLQ kept forever); a negative duration
+	// (-1ms) keeps records forever. An existing DLQ is not changed, but
+	// kretry run warns when it keeps records for less time than its source.
+	Retention time.Duration `koanf:"retention"`
 }
 
 // Classify lists the HTTP statuses with a fixed route. A status in neither
@@ -346,7 +353,7 @@ type Classify struct {
 // (lag.FromConfig) both read the topic's stages from it, so neither derives
 // a name or a wait of its own.
 func (t *Topic) Plan() retrytopics.Plan {
-	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic}
+	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic, DLQRetention: t.DLQ.Retention}
 	if t.Retry.Jitter != nil {
 		p.Jitter = *t.Retry.Jitter
 	}

@@ -112,6 +112,7 @@ func Default() *Config {
 		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Lag:     Lag{Interval: DefaultLagInterval, Timeout: DefaultLagTimeout, Window: DefaultLagWindow},
 		Tracing: Tracing{ServiceName: DefaultServiceName, SampleRatio: DefaultSampleRatio},
+		Admin:   Admin{Listen: DefaultAdminListen},
 	}
 }
 

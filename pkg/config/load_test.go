@@ -117,6 +117,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 		Log:     config.Log{Level: "info", Format: "text"},
 		Lag:     config.Lag{Interval: 30 * time.Second, Timeout: 10 * time.Second, Window: 10},
 		Tracing: config.Tracing{ServiceName: "kretry", SampleRatio: 1},
+		Admin:   config.Admin{Listen: "127.0.0.1:9465"},
 		Topics: []config.Topic{{
 			Name:         "orders",
 			Group:        "orders-kretry",

@@ -117,6 +117,7 @@ func (c *Config) Validate() error {
 	v.topics(c.Topics)
 	v.lag(&c.Lag, c.Topics)
 	v.tracing(&c.Tracing)
+	v.admin(&c.Admin)
 	return errors.Join(v.errs...)
 }
 

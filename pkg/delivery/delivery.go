@@ -33,6 +33,12 @@ type Message struct {
 	// while this one was parked behind it (ordering: key with
 	// on_dead_letter: release); "" otherwise.
 	GapAfter string
+	// Redrives is how many times an operator redrove the record from the
+	// DLQ (`kretry dlq redrive`), RedriveID the redrive that moved it last;
+	// 0 and "" for a record never redriven. Attempt starts again at 1 after
+	// a redrive.
+	Redrives  int
+	RedriveID string
 }
 
 // Deliverer delivers one message. A nil error means the application is done

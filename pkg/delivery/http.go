@@ -71,6 +71,11 @@ const (
 	// release: the application sees the gap in its sequence. Absent
 	// otherwise.
 	HeaderGapAfter = "kretry-gap-after"
+	// HeaderRedriveCount is Message.Redrives (decimal, ≥ 1) and
+	// HeaderRedriveID Message.RedriveID, on a record an operator redrove
+	// from the DLQ; both absent otherwise.
+	HeaderRedriveCount = "kretry-redrive-count"
+	HeaderRedriveID    = "kretry-redrive-id"
 	// HeaderKafkaHeader carries the original record headers, one field line
 	// per record header, in record order, duplicates kept:
 	//
@@ -297,6 +302,10 @@ func writeHeaders(hdr http.Header, m *Message, ceType string) {
 	if m.GapAfter != "" {
 		hdr.Set(HeaderGapAfter, m.GapAfter)
 	}
+	if m.Redrives > 0 {
+		hdr.Set(HeaderRedriveCount, strconv.Itoa(m.Redrives))
+		hdr.Set(HeaderRedriveID, m.RedriveID)
+	}
 	for _, rh := range m.Headers {
 		hdr.Add(HeaderKafkaHeader, encodeKafkaHeader(rh))
 	}
@@ -461,6 +470,12 @@ func MessageFromRequest(r *http.Request) (*Message, error) {
 		return nil, err
 	}
 	m.GapAfter = h.Get(HeaderGapAfter)
+	if v := h.Get(HeaderRedriveCount); v != "" {
+		if m.Redrives, perr = strconv.Atoi(v); perr != nil || m.Redrives < 1 {
+			return nil, bad(HeaderRedriveCount, v, "a redrive count (integer ≥ 1)")
+		}
+		m.RedriveID = h.Get(HeaderRedriveID)
+	}
 	var body []byte
 	if r.Body != nil {
 		if body, err = io.ReadAll(r.Body); err != nil {

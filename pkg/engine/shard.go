@@ -341,6 +341,7 @@ func (e *Engine) start(l *lane) {
 		Attempt:   attemptOf(o.Attempts),
 		GapAfter:  en.gapAfter,
 	}
+	setRedrive(m, o) // redrive
 	en.started = time.Now()
 	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
 	e.deliveries.Add(1)
@@ -448,6 +449,7 @@ func (e *Engine) apply(r *result) {
 	if stage == parkStage {
 		routeStage = 0 // a parked record's first attempt
 	}
+	routeStage = redriveRouteStage(en, routeStage) // redrive
 	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
 	now := time.Now()
 	if route.Action != retrytopics.Done {

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kretry/kretry/dlq"
+	"github.com/kretry/kretry/internal/sidecar"
+	"github.com/kretry/kretry/pkg/config"
+	"github.com/kretry/kretry/pkg/flow"
+)
+
+// cmdDLQ is `kretry dlq list|show|stats|redrive|discard`: the DLQ logic is
+// package dlq; this file parses flags and prints.
+func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		dlqCmd.help(stderr, nil)
+		return exitUsage
+	}
+	sub, ok := dlqSubcommands[args[0]]
+	switch {
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		dlqCmd.help(stdout, nil)
+		return exitOK
+	case !ok:
+		fmt.Fprintf(stderr, "kretry dlq: unknown subcommand %q\nRun 'kretry dlq -h' for help.\n", args[0])
+		return exitUsage
+	}
+	f := newDLQFlags(sub, stderr)
+	if code, done := sub.parse(f.fs, args[1:], stdout, stderr); done {
+		return code
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(stderr, "kretry %s: %v\nRun 'kretry %s -h' for help.\n", sub.name, err, sub.name)
+		return exitUsage
+	}
+	cfg, code := loadConfig(sub, *f.path, stderr)
+	if code != exitOK {
+		return code
+	}
+	t, err := dlq.TopicOf(cfg, *f.topic)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitUsage
+	}
+	log := newLogger(config.Log{Level: "warn", Format: "text"}, stderr)
+	kc, err := sidecar.CommandClients(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitFail
+	}
+	if err := kc.Ping(ctx); err != nil {
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitFail
+	}
+	c, err := dlq.New(t, kc.Opts(), dlq.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitFail
+	}
+	defer c.Close()
+	err = f.runSub(ctx, c, stdout, stderr)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, dlq.ErrNotDLQ):
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitUsage
+	case errors.Is(err, errRefused):
+		return exitFail
+	default:
+		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
+		return exitFail
+	}
+}
+
+// errRefused: some selected records were refused (already printed).
+var errRefused = errors.New("records refused")
+
+// dlqFlags are the flags of one dlq subcommand.
+type dlqFlags struct {
+	sub                         *command
+	fs                          *flag.FlagSet
+	path, topic                 *string
+	classes, statuses           *string
+	since, until, key, grep     *string
+	headers, records, states    listFlag
+	partition                   *int
+	offset, limit               *int64
+	rate                        *float64
+	dryRun, json, newest, quiet *bool
+	reason, by                  *string
+	filter                      dlq.Filter
+}
+
+func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
+	f := &dlqFlags{sub: sub, fs: sub.flagSet(stderr)}
+	fs := f.fs
+	f.path = configFlag(fs)
+	f.topic = fs.String("topic", "", "source `TOPIC` (topics[].name) or its DLQ (required)")
+	f.json = fs.Bool("json", false, "print JSON instead of text")
+	switch sub {
+	case dlqShowCmd:
+		f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
+		f.offset = fs.Int64("offset", -1, "DLQ offset `N` of the record (required)")
+		return f
+	case dlqStatsCmd:
+		return f
+	}
+	f.classes = fs.String("class", "", "error `CLASSES`, comma-separated: transient, permanent, exhausted, unreadable")
+	f.statuses = fs.String("status", "", "HTTP `STATUSES`, comma-separated; 0 for failures without one")
+	f.since = fs.String("since", "", "dead-lettered at or after `TIME` (RFC 3339, or a duration ago: 2h)")
+	f.until = fs.String("until", "", "dead-lettered before `TIME` (RFC 3339, or a duration ago)")
+	f.key = fs.String("key", "", "record `KEY`, its bytes as given")
+	f.grep = fs.String("grep", "", "`TEXT` in the error message (case-insensitive)")
+	fs.Var(&f.headers, "header", "original header `K=V` (or K: present), repeatable")
+	fs.Var(&f.records, "record", "only DLQ record `P/O` (partition/offset), repeatable")
+	f.limit = fs.Int64("limit", 0, "at most `N` records (default 0: all)")
+	if sub == dlqListCmd {
+		fs.Var(&f.states, "state", "`STATE` waiting, redriven, discarded or all, repeatable (default waiting)")
+		f.newest = fs.Bool("newest", false, "newest first (default oldest first)")
+		return f
+	}
+	f.rate = fs.Float64("rate", dlq.DefaultRate, "records/s `N`; 0 for no limit")
+	f.dryRun = fs.Bool("dry-run", false, "print what would move, move nothing")
+	f.quiet = fs.Bool("quiet", false, "no progress bar")
+	f.by = fs.String("by", defaultBy(), "`NAME` recorded as who did it (default $USER@host)")
+	if sub == dlqDiscardCmd {
+		f.reason = fs.String("reason", "", "why the records are not delivered, kept for audit `TEXT` (required)")
+	}
+	return f
+}
+
+// defaultBy is $USER@host.
+func defaultBy() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); name == "" && err == nil {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	return name + "@" + h
+}
+
+// check validates the flags into f.filter.
+func (f *dlqFlags) check() error {
+	if *f.topic == "" {
+		return errors.New("--topic is required")
+	}
+	if f.sub == dlqShowCmd {
+		if *f.offset < 0 {
+			return errors.New("--offset N is required (the DLQ offset, as kretry dlq list prints it)")
+		}
+		f.filter.Records = []string{strconv.Itoa(*f.partition) + "/" + strconv.FormatInt(*f.offset, 10)}
+		return nil
+	}
+	if f.classes == nil {
+		return nil
+	}
+	if *f.limit < 0 {
+		return fmt.Errorf("--limit %d: want 0 (all) or more", *f.limit)
+	}
+	if f.rate != nil && *f.rate < 0 {
+		return fmt.Errorf("--rate %g: want records/s, or 0 for no limit", *f.rate)
+	}
+	if f.reason != nil && strings.TrimSpace(*f.reason) == "" {
+		return errors.New("--reason TEXT is required: say why these records are not delivered (kept for audit)")
+	}
+	return f.checkFilter()
+}
+
+// checkFilter validates the filter flags into f.filter.
+func (f *dlqFlags) checkFilter() error {
+	fl := &f.filter
+	if *f.classes != "" {
+		fl.Classes = strings.Split(*f.classes, ",")
+		if err := dlq.ParseClasses(fl.Classes); err != nil {
+			return fmt.Errorf("--class: %w", err)
+		}
+	}
+	if *f.statuses != "" {
+		for _, s := range strings.Split(*f.statuses, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 0 || n > 999 {
+				return fmt.Errorf("--status %q: want HTTP statuses such as 422,503 (0: no status)", s)
+			}
+			fl.Statuses = append(fl.Statuses, n)
+		}
+	}
+	var err error
+	if fl.Since, err = parseWhen(*f.since); err != nil {
+		return fmt.Errorf("--since: %w", err)
+	}
+	if fl.Until, err = parseWhen(*f.until); err != nil {
+		return fmt.Errorf("--until: %w", err)
+	}
+	if isSet(f.fs, "key") {
+		fl.Key, fl.HasKey = []byte(*f.key), true
+	}
+	fl.Text = *f.grep
+	for _, h := range f.headers {
+		m, err := dlq.ParseHeaderMatch(h)
+		if err != nil {
+			return fmt.Errorf("--header: %w", err)
+		}
+		fl.Headers = append(fl.Headers, m)
+	}
+	for _, r := range f.records {
+		if err := dlq.ParseRecord(r); err != nil {
+			return fmt.Errorf("--record: %w", err)
+		}
+		fl.Records = append(fl.Records, r)
+	}
+	for _, s := range f.states {
+		switch dlq.State(s) {
+		case dlq.Waiting, dlq.Redriven, dlq.Discarded:
+			fl.States = append(fl.States, dlq.State(s))
+		case "all":
+			fl.States = append(fl.States, dlq.Waiting, dlq.Redriven, dlq.Discarded)
+		default:
+			return fmt.Errorf("--state %q: want waiting, redriven, discarded or all", s)
+		}
+	}
+	return nil
+}
+
+// parseWhen reads an RFC 3339 time or a duration before now; "" is zero.
+func parseWhen(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T10:00:00Z) or a duration ago (2h)", s)
+	}
+	return t, nil
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// runSub runs the parsed subcommand.
+func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.Writer) error {
+	switch f.sub {
+	case dlqListCmd, dlqShowCmd, dlqStatsCmd:
+		snap, err := c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		switch f.sub {
+		case dlqStatsCmd:
+			return printStats(stdout, dlq.StatsOf(snap.Entries), *f.json)
+		case dlqShowCmd:
+			fl := f.filter
+			fl.States = []dlq.State{dlq.Waiting, dlq.Redriven, dlq.Discarded}
+			for _, e := range snap.Entries {
+				if fl.Match(e) {
+					return printShow(stdout, e, *f.json)
+				}
+			}
+			return fmt.Errorf("no record at partition %d offset %d of the DLQ (kretry dlq list prints the offsets)", *f.partition, *f.offset)
+		}
+		return printList(stdout, snap.Entries, &f.filter, int(*f.limit), *f.newest, *f.json)
+	}
+	action := dlq.ActionRedrive
+	req := dlq.Request{Filter: f.filter, Limit: int(*f.limit), Rate: *f.rate, DryRun: *f.dryRun, By: *f.by, Version: flow.Version}
+	if f.sub == dlqDiscardCmd {
+		action, req.Reason = dlq.ActionDiscard, *f.reason
+	}
+	req.Action = action
+	if req.Rate == 0 {
+		req.Rate = -1 // the flag's 0 is "no limit"
+	}
+	var bar *progressBar
+	if !*f.quiet && !*f.json && !*f.dryRun {
+		bar = &progressBar{w: stderr}
+		req.Progress = bar.update
+	}
+	res, err := c.Move(ctx, req)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	printResult(stdout, res, *f.json)
+	if len(res.Refused) > 0 {
+		return errRefused
+	}
+	return nil
+}

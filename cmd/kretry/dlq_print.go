@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kretry/kretry/dlq"
+)
+
+// printable renders b for a terminal: quoted text when it is UTF-8 without
+// control characters, hex otherwise; cut to n runes.
+func printable(b []byte, n int) string {
+	if b == nil {
+		return "(null)"
+	}
+	s := string(b)
+	if !utf8.Valid(b) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		s = "0x" + hex.EncodeToString(b)
+	}
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n]) + "…"
+	}
+	return s
+}
+
+func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newest, asJSON bool) error {
+	var sel []*dlq.Entry
+	for _, e := range entries {
+		if f.Match(e) {
+			sel = append(sel, e)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool { return sel[i].Timestamp.Before(sel[j].Timestamp) })
+	if newest {
+		slices.Reverse(sel)
+	}
+	if limit > 0 && len(sel) > limit {
+		sel = sel[:limit]
+	}
+	if asJSON {
+		out := make([]dlq.EntryJSON, 0, len(sel))
+		for _, e := range sel {
+			out = append(out, e.JSON(false))
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECORD\tSTATE\tKEY\tCLASS\tSTATUS\tATTEMPTS\tREDRIVES\tFIRST FAILURE\tLAST FAILURE\tAGE\tMESSAGE")
+	now := time.Now()
+	for _, e := range sel {
+		status := "-"
+		if e.Status != 0 {
+			status = strconv.Itoa(e.Status)
+		}
+		msg := e.Message
+		if e.Problem != "" {
+			msg = "(" + e.Problem + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Ref(), e.State, printable(e.Key, 24), e.Class(), status,
+			e.Attempts, e.Redrives, when(e.FirstFailure), when(e.LastFailure), now.Sub(e.Timestamp).Round(time.Second), printable([]byte(msg), 60))
+	}
+	fmt.Fprintf(tw, "%d records\n", len(sel))
+	return tw.Flush()
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(e.JSON(true))
+	}
+	fmt.Fprintf(w, "record     %s (dead-lettered %s)\nstate      %s\n", e.Ref(), e.Timestamp.UTC().Format(time.RFC3339Nano), e.State)
+	if e.Mark != nil {
+		fmt.Fprintf(w, "mark       %s by %s at %s (op %s) %s %s\n", e.Mark.Action, e.Mark.By, e.Mark.At.UTC().Format(time.RFC3339), e.Mark.Op, e.Mark.To, e.Mark.Reason)
+	}
+	if e.Problem != "" {
+		fmt.Fprintf(w, "problem    %s\n", e.Problem)
+	}
+	fmt.Fprintf(w, "ce-id      %s\nkey        %s\n", e.ID, printable(e.Key, 1<<20))
+	fmt.Fprintln(w, "headers:")
+	for _, h := range e.Headers {
+		fmt.Fprintf(w, "  %s: %s\n", printable([]byte(h.Key), 200), printable(h.Value, 1<<20))
+	}
+	fmt.Fprintf(w, "value (%d bytes):\n", len(e.Value))
+	switch {
+	case e.Value == nil:
+		fmt.Fprintln(w, "(null: a tombstone)")
+	case utf8.Valid(e.Value) && !strings.ContainsFunc(string(e.Value), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' || r == 0x7f }):
+		fmt.Fprintln(w, string(e.Value))
+	default:
+		fmt.Fprint(w, hex.Dump(e.Value))
+	}
+	return nil
+}
+
+func printStats(w io.Writer, s *dlq.Stats, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(s)
+	}
+	fmt.Fprintf(w, "records     %d  (waiting %d, redriven %d, discarded %d; unreadable waiting %d)\n", s.Total, s.Waiting, s.Redriven, s.Discarded, s.Unreadable)
+	if !s.Oldest.IsZero() {
+		fmt.Fprintf(w, "oldest      %s waiting (since %s)\n", time.Since(s.Oldest).Round(time.Second), s.Oldest.UTC().Format(time.RFC3339))
+	}
+	counts := func(title string, m map[string]int) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+		fmt.Fprintf(w, "%-11s %s\n", title, strings.Join(parts, ", "))
+	}
+	counts("by class", s.ByClass)
+	counts("by status", s.ByStatus)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nFINGERPRINT\tCOUNT\tCLASS\tSTATUS\tOLDEST\tMESSAGE")
+	for _, f := range s.Fingerprints {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", f.ID, f.Count, f.Class, f.Status, when(f.Oldest), printable([]byte(f.Sample), 80))
+	}
+	return tw.Flush()
+}
+
+func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(r)
+		return
+	}
+	verb := "redriven"
+	if r.Action == dlq.ActionDiscard {
+		verb = "discarded"
+	}
+	if r.DryRun {
+		fmt.Fprintf(w, "dry run: %d records would be %s (nothing moved)\n", len(r.Entries), verb)
+		for _, e := range r.Entries {
+			fmt.Fprintf(w, "  %s  %s  key %s  %s %d  %s\n", e.Ref(), e.ID, printable(e.Key, 24), e.Class(), e.Status, printable([]byte(e.Message), 60))
+		}
+	} else {
+		fmt.Fprintf(w, "%s %d of %d selected records in %s (op %s)\n", verb, r.Moved, len(r.Entries), r.Elapsed.Round(time.Millisecond), r.Op)
+		if r.Stopped {
+			fmt.Fprintf(w, "stopped before the end: %d left; run the same command again to continue (nothing moves twice)\n", len(r.Entries)-r.Moved)
+		}
+	}
+	for _, f := range r.Refused {
+		fmt.Fprintf(w, "refused %s: %s\n", f.Record, f.Reason)
+	}
+}
+
+// progressBar draws moved/total, rate and ETA on one line.
+type progressBar struct {
+	w     io.Writer
+	drawn bool
+}
+
+func (b *progressBar) update(p dlq.Progress) {
+	const width = 30
+	fill := width
+	if p.Total > 0 {
+		fill = p.Moved * width / p.Total
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d  %.1f/s  ETA %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Moved, p.Total, p.Rate, p.ETA.Round(time.Second))
+	b.drawn = true
+}
+
+func (b *progressBar) done() {
+	if b != nil && b.drawn {
+		fmt.Fprintln(b.w)
+	}
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/broker"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// dlqEnv is an embedded broker with orders, its tier and a DLQ holding
+// three kretry records (422, 422, 503-exhausted) and one forged record
+// without kretry headers, and a config file pointing at it.
+func dlqEnv(t *testing.T) string {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	adm := kadm.NewClient(cl)
+	for _, topic := range []string{"orders", "orders.dlq", "orders.retry.1m", "orders.parking"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Now().Add(-time.Hour)
+	for i, f := range []retrytopics.Failure{
+		{Class: delivery.ClassPermanent, Status: 422, Message: "status 422: unknown customer 17"},
+		{Class: delivery.ClassPermanent, Status: 422, Message: "status 422: unknown customer 23"},
+		{Class: delivery.ClassExhausted, Status: 503, Message: "retry tiers exhausted; last error: status 503"},
+	} {
+		f.At = at
+		m := retrytopics.Move{Origin: retrytopics.Origin{Topic: "orders", Offset: int64(i), Timestamp: at, Attempts: 1},
+			Key: []byte{0xff, byte(i)}, Value: fmt.Appendf(nil, "order-%d", i), Topic: "orders.dlq", Failure: f, Group: "orders-kretry"}
+		if err := cl.ProduceSync(ctx, m.Record()).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged := &kgo.Record{Topic: "orders.dlq", Key: []byte("forged"), Value: bytes.Repeat([]byte{0}, 1000),
+		Headers: []kgo.RecordHeader{{Key: "kretry-attempt", Value: []byte("garbage")}}}
+	if err := cl.ProduceSync(ctx, forged).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, fmt.Sprintf(`
+embedded: {listen: %q}
+app: {url: http://127.0.0.1:8080/kafka}
+topics:
+  - name: orders
+    retry: {tiers: [1m]}
+`, b.Addrs()[0]))
+	return path
+}
+
+func kretry(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDLQCommands(t *testing.T) {
+	path := dlqEnv(t)
+	code, out, errs := kretry(t, "dlq", "list", "-c", path, "--topic", "orders")
+	if code != exitOK || !strings.Contains(out, "4 records") || !strings.Contains(out, "0xff00") || !strings.Contains(out, "unreadable") {
+		t.Fatalf("list: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = kretry(t, "dlq", "list", "-c", path, "--topic", "orders.dlq", "--status", "422", "--grep", "CUSTOMER 23", "--json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); code != exitOK || err != nil || len(rows) != 1 || rows[0]["record"] != "0/1" || rows[0]["key_b64"] != "/wE=" {
+		t.Fatalf("filtered list: exit %d, %v\n%s", code, err, out)
+	}
+	code, out, _ = kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	if code != exitOK || !strings.Contains(out, "waiting 4") || !strings.Contains(out, "permanent 2") || !strings.Contains(out, "status #: unknown customer #") {
+		t.Fatalf("stats: exit %d\n%s", code, out)
+	}
+	code, out, _ = kretry(t, "dlq", "show", "-c", path, "--topic", "orders", "--offset", "3")
+	if code != exitOK || !strings.Contains(out, "kretry headers missing or unreadable") || !strings.Contains(out, "00000000  00 00") {
+		t.Fatalf("show forged: exit %d\n%s", code, out)
+	}
+
+	// Not a DLQ: a tier, an unknown topic (exit 2, naming what to pass).
+	code, _, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders.retry.1m")
+	if code != exitUsage || !strings.Contains(errs, "retry tier of \"orders\"") || !strings.Contains(errs, "--topic orders") {
+		t.Fatalf("tier as DLQ: exit %d, %s", code, errs)
+	}
+	code, _, errs = kretry(t, "dlq", "redrive", "-c", path, "--topic", "payments")
+	if code != exitUsage || !strings.Contains(errs, "not a kretry DLQ") {
+		t.Fatalf("unknown topic: exit %d, %s", code, errs)
+	}
+	code, _, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders")
+	if code != exitUsage || !strings.Contains(errs, "--reason") {
+		t.Fatalf("discard without reason: exit %d, %s", code, errs)
+	}
+
+	// Dry run, then the redrive: the forged record is refused with its reason (exit 1).
+	code, out, _ = kretry(t, "dlq", "redrive", "-c", path, "--topic", "orders", "--dry-run")
+	if code != exitFail || !strings.Contains(out, "3 records would be redriven") || !strings.Contains(out, "refused 0/3") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	code, out, errs = kretry(t, "dlq", "redrive", "-c", path, "--topic", "orders", "--rate", "0", "--by", "tester")
+	if code != exitFail || !strings.Contains(out, "redriven 3 of 3") || !strings.Contains(out, "refused 0/3: kretry headers missing") {
+		t.Fatalf("redrive: exit %d\n%s%s", code, out, errs)
+	}
+	// The forged one is discarded instead; nothing is left waiting.
+	code, out, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders", "--class", "unreadable", "--reason", "forged by a test", "--quiet")
+	if code != exitOK || !strings.Contains(out, "discarded 1 of 1") {
+		t.Fatalf("discard: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = kretry(t, "dlq", "stats", "-c", path, "--topic", "orders", "--json")
+	var st struct{ Waiting, Redriven, Discarded int }
+	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st != (struct{ Waiting, Redriven, Discarded int }{0, 3, 1}) {
+		t.Fatalf("stats after: exit %d %v %+v\n%s", code, err, st, out)
+	}
+	code, out, _ = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--state", "all")
+	if code != exitOK || strings.Count(out, "redriven") != 3 || strings.Count(out, "discarded") != 1 {
+		t.Fatalf("list all: exit %d\n%s", code, out)
+	}
+}

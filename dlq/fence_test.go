@@ -1,0 +1,67 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/dlq"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// TestTakeoverFencesTheOlderOperation: an operation that judges the lease
+// stale (here: its clock runs an hour ahead, as after a holder paused
+// longer than the TTL) takes over; its InitProducerID fences the older
+// one, whose next commit fails with ErrFenced, and between them every
+// record is moved exactly once.
+func TestTakeoverFencesTheOlderOperation(t *testing.T) {
+	e := newEnv(t, 2, time.Hour)
+	// A long TTL: the older one renews its lease every 10s, so not during
+	// the test, as if it were paused (a renewal would show it alive and
+	// the newer one would be refused).
+	const ttl = 40 * time.Second
+	c := e.client(dlq.WithLeaseTTL(ttl))
+	const n = 10
+	snap := deadLetter(t, e, c, n)
+	progressed := make(chan struct{}, 1)
+	older := make(chan error, 1)
+	var olderMoved int
+	go func() {
+		res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 1, Progress: func(dlq.Progress) {
+			select {
+			case progressed <- struct{}{}:
+			default:
+			}
+		}})
+		if res != nil {
+			olderMoved = res.Moved
+		}
+		older <- err
+	}()
+	<-progressed
+	ahead := dlq.NewFakeClock()
+	_ = ahead.Sleep(context.Background(), time.Hour)
+	res, err := e.client(dlq.WithClock(ahead), dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
+	if err != nil {
+		t.Fatalf("the newer operation: %v", err)
+	}
+	if err := <-older; !errors.Is(err, dlq.ErrFenced) {
+		t.Fatalf("the older operation ended with %v, want ErrFenced", err)
+	}
+	t.Logf("older moved %d, newer %d", olderMoved, res.Moved)
+	if olderMoved < 1 || olderMoved+res.Moved != n {
+		t.Fatalf("older moved %d, newer %d: want at least 1 and %d in all", olderMoved, res.Moved, n)
+	}
+	seen := map[string]int{}
+	for _, r := range readAll(t, e, e.plan.Tiers[0].Topic) {
+		if o, err := retrytopics.ReadOrigin(r, false, 0); err == nil && o.Redrives == 1 {
+			seen[o.ID()]++
+		}
+	}
+	for _, en := range snap.Entries {
+		if seen[en.ID] != 1 {
+			t.Errorf("%s on the tier %d times, want once", en.ID, seen[en.ID])
+		}
+	}
+}

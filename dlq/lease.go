@@ -1,0 +1,244 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// leaseKey is the key of lease records on the marks topic.
+const leaseKey = "lease"
+
+// Lease is the value of a lease record, JSON: who runs an operation on the
+// DLQ. See the package doc.
+type Lease struct {
+	Holder string    `json:"holder"` // the operation's id
+	Action string    `json:"action"` // redrive | discard
+	By     string    `json:"by"`
+	Host   string    `json:"host"`
+	PID    int       `json:"pid"`
+	State  string    `json:"state"` // held | released
+	At     time.Time `json:"at"`    // the holder's clock at this write
+}
+
+const (
+	leaseHeld     = "held"
+	leaseReleased = "released"
+)
+
+// ErrBusy reports a DLQ on which another redrive or discard runs; the
+// error is a *BusyError.
+var ErrBusy = errors.New("another redrive or discard of this DLQ is running")
+
+// BusyError names the operation that holds the DLQ.
+type BusyError struct {
+	DLQ   string
+	Lease Lease
+	TTL   time.Duration
+}
+
+func (e *BusyError) Error() string {
+	l := e.Lease
+	return fmt.Sprintf("%s: %v: %s %s by %s (host %s, pid %d) holds it, last renewed %s; wait for it to end or stop it (Ctrl-C or the admin API's cancel); "+
+		"a holder that died frees the DLQ %s after its last renewal",
+		e.DLQ, ErrBusy, l.Action, l.Holder, l.By, l.Host, l.PID, l.At.UTC().Format(time.RFC3339), e.TTL)
+}
+
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// heldLease is a lease this process holds; release ends it.
+type heldLease struct {
+	pr   *kgo.Client
+	self Lease
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// acquire takes the lease of the DLQ for self, or returns a *BusyError.
+func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
+	topic := MarksTopic(c.t.DLQ)
+	rd, latest, err := c.latestLease(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	if latest != nil && latest.State == leaseHeld {
+		if err := c.watchHolder(ctx, rd, *latest); err != nil {
+			return nil, err
+		}
+	}
+	pr, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldLease{pr: pr, self: self, stop: make(chan struct{})}
+	self.State, self.At = leaseHeld, c.clk.Now()
+	res, err := h.write(ctx, topic, self)
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("writing the lease to %s: %w", topic, err)
+	}
+	// Claims written after our read and before ours came first.
+	held := map[string]Lease{}
+	err = consumeTo(ctx, rd, topic, map[int32]int64{0: res.Offset + 1}, onLease(func(l Lease) {
+		if l.State == leaseHeld {
+			held[l.Holder] = l
+		} else {
+			delete(held, l.Holder)
+		}
+	}))
+	delete(held, self.Holder)
+	if err == nil {
+		for _, l := range held {
+			err = &BusyError{DLQ: c.t.DLQ, Lease: l, TTL: c.ttl}
+		}
+	}
+	if err != nil {
+		h.release(context.WithoutCancel(ctx), topic)
+		return nil, err
+	}
+	h.renew(c, topic)
+	return h, nil
+}
+
+// onLease calls fn with each lease record.
+func onLease(fn func(Lease)) func(*kgo.Record) {
+	return func(r *kgo.Record) {
+		var l Lease
+		if string(r.Key) == leaseKey && json.Unmarshal(r.Value, &l) == nil {
+			fn(l)
+		}
+	}
+}
+
+// latestLease reads the marks topic (read_uncommitted: lease records are
+// not transactional) to its end and returns the reader, positioned there,
+// and the last lease record (nil when none). Close the reader.
+func (c *Client) latestLease(ctx context.Context, topic string) (*kgo.Client, *Lease, error) {
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", topic, err)
+	}
+	end := int64(0)
+	if o, ok := ends.Lookup(topic, 0); ok {
+		end = o.Offset
+	}
+	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var latest *Lease
+	if end > 0 {
+		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) { latest = &l })); err != nil {
+			rd.Close()
+			return nil, nil, err
+		}
+	}
+	return rd, latest, nil
+}
+
+// watchHolder waits up to the lease TTL for a sign of life of the holder of
+// l (a renewal: busy) or its release; a lease not renewed by then, or
+// whose last write is older than twice the TTL, belonged to a process that
+// died.
+func (c *Client) watchHolder(ctx context.Context, rd *kgo.Client, l Lease) error {
+	if c.clk.Now().Sub(l.At) > 2*c.ttl {
+		c.log.Warn("taking over the lease of an operation that stopped without releasing it", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "last_renewed", l.At)
+		return nil
+	}
+	deadline := time.Now().Add(c.ttl)
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		fs := rd.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var busy error
+		released := false
+		fs.EachRecord(func(r *kgo.Record) {
+			var n Lease
+			if string(r.Key) != leaseKey || json.Unmarshal(r.Value, &n) != nil {
+				return
+			}
+			switch {
+			case n.State == leaseHeld:
+				busy = &BusyError{DLQ: c.t.DLQ, Lease: n, TTL: c.ttl}
+			case n.Holder == l.Holder:
+				released = true
+			}
+		})
+		if busy != nil {
+			return busy
+		}
+		if released {
+			return nil
+		}
+	}
+	c.log.Warn("taking over the lease of an operation not renewed for the lease TTL (killed?)", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "ttl", c.ttl)
+	return nil
+}
+
+// write produces one lease record.
+func (h *heldLease) write(ctx context.Context, topic string, l Lease) (*kgo.Record, error) {
+	v, _ := json.Marshal(l)
+	r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte(leaseKey), Value: v, Timestamp: l.At}
+	return r, h.pr.ProduceSync(ctx, r).FirstErr()
+}
+
+// renew rewrites the lease every TTL/4 until release.
+func (h *heldLease) renew(c *Client, topic string) {
+	h.done.Add(1)
+	go func() {
+		defer h.done.Done()
+		t := time.NewTicker(c.ttl / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+			l := h.self
+			l.State, l.At = leaseHeld, c.clk.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), c.ttl/2)
+			if _, err := h.write(ctx, topic, l); err != nil {
+				c.log.Warn("renewing the DLQ lease failed; retrying", "dlq", c.t.DLQ, "err", err)
+			}
+			cancel()
+		}
+	}()
+}
+
+// release stops the renewals and writes the release.
+func (h *heldLease) release(ctx context.Context, topic string) {
+	select {
+	case <-h.stop:
+	default:
+		close(h.stop)
+	}
+	h.done.Wait()
+	l := h.self
+	l.State, l.At = leaseReleased, time.Now()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _ = h.write(ctx, topic, l) // not written: the lease lapses after its TTL
+	h.pr.Close()
+}
+
+// hostPID is this process's host name and pid, for the lease.
+func hostPID() (string, int) {
+	h, _ := os.Hostname()
+	return h, os.Getpid()
+}

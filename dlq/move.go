@@ -1,0 +1,388 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// DefaultRate is the redrive and discard rate when Request.Rate is 0
+// (records/s): modest on purpose, since a bad redrive is the next outage.
+const DefaultRate = 10
+
+// Batching: a transaction carries at most maxBatch records and is
+// committed at most batchSpan after its first record was taken, so the
+// progress is current and a transaction never holds the DLQ's readers
+// (read_committed) back for long.
+const (
+	maxBatch  = 100
+	batchSpan = 250 * time.Millisecond
+)
+
+// Request is one redrive or discard.
+type Request struct {
+	// Action is ActionRedrive or ActionDiscard.
+	Action string
+	// Filter selects the records; only waiting ones are ever moved.
+	Filter Filter
+	// Limit moves at most this many records (0: all selected).
+	Limit int
+	// Rate is the pace (records/s); 0 means DefaultRate, a negative value
+	// no limit.
+	Rate float64
+	// DryRun selects and reports, moving nothing.
+	DryRun bool
+	// Reason is required for a discard: why the records are not delivered.
+	Reason string
+	// By is who asks (written in the marks and the log).
+	By string
+	// Version is the kretry version (kretry-version on redriven records).
+	Version string
+	// Progress, when set, is called after each committed transaction.
+	Progress func(Progress)
+	// Op is the operation's id; "" makes a new one (rd-… or dc-…).
+	Op string
+	// Started, when set, is called once the lease is held and the records
+	// are selected, before the first move.
+	Started func(*Result)
+}
+
+// Progress is the state of a running operation.
+type Progress struct {
+	Op      string        `json:"op"`
+	Action  string        `json:"action"`
+	Total   int           `json:"total"` // records selected to move
+	Moved   int           `json:"moved"` // committed so far
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Rate    float64       `json:"rate"`   // records/s so far
+	ETA     time.Duration `json:"eta_ns"` // at the rate so far
+}
+
+// Refusal is a selected record that cannot be moved, with the reason.
+type Refusal struct {
+	Record string `json:"record"` // <partition>/<offset>
+	Reason string `json:"reason"`
+}
+
+// Result is what an operation did.
+type Result struct {
+	Op       string    `json:"op"`
+	Action   string    `json:"action"`
+	DryRun   bool      `json:"dry_run"`
+	Selected int       `json:"selected"` // waiting records the filter and limit selected, refused ones included
+	Moved    int       `json:"moved"`
+	Refused  []Refusal `json:"refused,omitempty"`
+	// Stopped is true when ctx ended before every selected record moved.
+	Stopped bool `json:"stopped"`
+	// MovedByClass counts the moved records by error class.
+	MovedByClass map[string]int `json:"moved_by_class"`
+	Elapsed      time.Duration  `json:"elapsed_ns"`
+	// Entries are the records to move (selected, not refused).
+	Entries []*Entry `json:"-"`
+}
+
+// ErrFenced reports an operation stopped because a newer one on the same
+// DLQ took over its transactional id.
+var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took over")
+
+// Move runs req: it takes the DLQ's lease (a *BusyError when another
+// operation holds it), fences any older operation, reads the marks and the
+// DLQ, and moves the selected waiting records at req.Rate, in batches of
+// one transaction each, until done or ctx ends (Result.Stopped; what was
+// committed stays moved, and a rerun continues). Records that cannot be
+// redriven (Entry.Problem) are refused and listed, never moved.
+func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
+	start := c.clk.Now()
+	if err := c.check(&req); err != nil {
+		return nil, err
+	}
+	prefix := "rd"
+	if req.Action == ActionDiscard {
+		prefix = "dc"
+	}
+	if req.Op == "" {
+		req.Op = newOpID(prefix, start)
+	}
+	res := &Result{Op: req.Op, Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
+	if req.DryRun {
+		snap, err := c.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.selectEntries(snap, &req, res)
+		return res, nil
+	}
+	if !c.exists(ctx, c.t.DLQ) {
+		return nil, fmt.Errorf("%w: %s does not exist (kretry run creates it; check topics[].dlq.topic of %q)", ErrNotDLQ, c.t.DLQ, c.t.Source)
+	}
+	if err := ensureMarks(ctx, c.cl, c.t.DLQ); err != nil {
+		return nil, err
+	}
+	host, pid := hostPID()
+	lease, err := c.acquire(ctx, Lease{Holder: res.Op, Action: actionVerb(req.Action), By: req.By, Host: host, PID: pid})
+	if err != nil {
+		return nil, err
+	}
+	defer lease.release(context.WithoutCancel(ctx), MarksTopic(c.t.DLQ))
+	tx, snap, err := c.fencedSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	c.selectEntries(snap, &req, res)
+	c.log.Info("dlq operation started", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
+		"filter", req.Filter.String(), "limit", req.Limit, "rate", req.Rate, "selected", res.Selected, "refused", len(res.Refused))
+	if req.Started != nil {
+		req.Started(res)
+	}
+	err = c.run(ctx, tx, &req, res, c.clk.Now()) // the rate from the first move
+	res.Elapsed = c.clk.Now().Sub(start)
+	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
+		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped, "err", err)
+	return res, err
+}
+
+// fencedSnapshot starts the DLQ's transactional producer, which fences an
+// older operation and aborts its open transaction (InitProducerID), and
+// only then reads the marks and the DLQ: whatever the older one committed
+// is seen. Close the producer.
+func (c *Client) fencedSnapshot(ctx context.Context) (*kgo.Client, *Snapshot, error) {
+	tx, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.TransactionalID(TransactionalID(c.t.DLQ)),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, _, err := tx.ProducerID(ctx); err != nil {
+		tx.Close()
+		return nil, nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
+	}
+	// The marks topic exists (ensureMarks): not finding it is an error,
+	// never "no marks", which would move records twice.
+	marks, err := c.readMarks(ctx)
+	if err != nil {
+		tx.Close()
+		return nil, nil, fmt.Errorf("reading the marks: %w", err)
+	}
+	snap, err := c.readDLQ(ctx, marks)
+	if err != nil {
+		tx.Close()
+		return nil, nil, err
+	}
+	return tx, snap, nil
+}
+
+func actionVerb(a string) string {
+	if a == ActionDiscard {
+		return "discard"
+	}
+	return "redrive"
+}
+
+// check validates req and fills its defaults.
+func (c *Client) check(req *Request) error {
+	switch req.Action {
+	case ActionRedrive:
+		if c.t.Tier == "" {
+			return fmt.Errorf("%w: %s has no retry tiers: a redriven record goes to the first tier; add one to its retry.tiers", errBadRequest, c.t.Source)
+		}
+	case ActionDiscard:
+		if req.Reason == "" {
+			return fmt.Errorf("%w: a discard needs a reason (--reason TEXT): it is kept in the marks for audit", errBadRequest)
+		}
+	default:
+		return fmt.Errorf("%w: action %q: want %s or %s", errBadRequest, req.Action, ActionRedrive, ActionDiscard)
+	}
+	if req.Limit < 0 {
+		return fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
+	}
+	if req.Rate == 0 {
+		req.Rate = DefaultRate
+	}
+	return nil
+}
+
+// selectEntries fills res with the waiting records of snap that req
+// selects, up to its limit; records that cannot be redriven are refused.
+func (c *Client) selectEntries(snap *Snapshot, req *Request, res *Result) {
+	f := req.Filter
+	f.States = []State{Waiting}
+	for _, e := range snap.Entries {
+		if !f.Match(e) {
+			continue
+		}
+		if req.Limit > 0 && len(res.Entries) >= req.Limit {
+			break
+		}
+		res.Selected++
+		if req.Action == ActionRedrive && e.Problem != "" {
+			res.Refused = append(res.Refused, Refusal{Record: e.Ref(), Reason: e.Problem})
+			continue
+		}
+		res.Entries = append(res.Entries, e)
+	}
+}
+
+// run moves res.Entries in paced batches.
+func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Result, start time.Time) error {
+	var lim *rate.Limiter
+	if req.Rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(req.Rate), 1)
+	}
+	maxBytes := 0
+	if req.Action == ActionRedrive {
+		maxBytes = c.maxMessageBytes(ctx, c.t.Tier)
+	}
+	rd := retrytopics.Redrive{Tier: c.t.Tier, ID: res.Op, Version: req.Version, MaxBytes: maxBytes}
+	var batch []*kgo.Record
+	var classes []string
+	var batchStart time.Time
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := commit(cctx, tx, batch); err != nil {
+			return err
+		}
+		res.Moved += len(batch) / c.recordsPerMove(req)
+		for _, cl := range classes {
+			res.MovedByClass[cl]++
+		}
+		batch, classes = batch[:0], classes[:0]
+		c.report(req, res, start)
+		return nil
+	}
+	for _, e := range res.Entries {
+		if lim != nil {
+			now := c.clk.Now()
+			r := lim.ReserveN(now, 1)
+			d := r.DelayFrom(now)
+			if len(batch) > 0 && now.Add(d).Sub(batchStart) > batchSpan {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if err := c.clk.Sleep(ctx, d); err != nil {
+				r.Cancel()
+				res.Stopped = true
+				return flush()
+			}
+		} else if ctx.Err() != nil {
+			res.Stopped = true
+			return flush()
+		}
+		if len(batch) == 0 {
+			batchStart = c.clk.Now()
+		}
+		recs, err := c.moveRecords(e, req, &rd)
+		if err != nil {
+			res.Refused = append(res.Refused, Refusal{Record: e.Ref(), Reason: err.Error()})
+			continue
+		}
+		batch = append(batch, recs...)
+		classes = append(classes, e.Class())
+		if len(batch) >= maxBatch*c.recordsPerMove(req) || c.clk.Now().Sub(batchStart) >= batchSpan {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+func (c *Client) recordsPerMove(req *Request) int {
+	if req.Action == ActionRedrive {
+		return 2 // the tier record and the mark
+	}
+	return 1
+}
+
+// moveRecords returns the records one move of e writes.
+func (c *Client) moveRecords(e *Entry, req *Request, rd *retrytopics.Redrive) ([]*kgo.Record, error) {
+	now := c.clk.Now()
+	m := Mark{Action: req.Action, Op: rd.ID, By: req.By, At: now, Reason: req.Reason}
+	if req.Action == ActionDiscard {
+		return []*kgo.Record{markRecord(MarksTopic(c.t.DLQ), e, m)}, nil
+	}
+	r := &kgo.Record{Topic: c.t.DLQ, Partition: e.Partition, Offset: e.Offset, Key: e.Key, Value: e.Value, Headers: e.Headers, Timestamp: e.Timestamp}
+	out, err := rd.Record(r, now)
+	if err != nil {
+		return nil, err
+	}
+	if rd.MaxBytes > 0 && retrytopics.RecordSize(out) > rd.MaxBytes {
+		return nil, fmt.Errorf("the record (%d bytes with kretry's headers) does not fit %s (max.message.bytes %d): raise it there, or discard the record",
+			retrytopics.RecordSize(out), rd.Tier, rd.MaxBytes)
+	}
+	m.To = rd.Tier + "/" + strconv.FormatInt(int64(out.Partition), 10)
+	return []*kgo.Record{out, markRecord(MarksTopic(c.t.DLQ), e, m)}, nil
+}
+
+// commit writes recs in one transaction.
+func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
+	if err := tx.BeginTransaction(); err != nil {
+		return err
+	}
+	perr := tx.ProduceSync(ctx, recs...).FirstErr()
+	how := kgo.TryCommit
+	if perr != nil {
+		how = kgo.TryAbort
+	}
+	err := tx.EndTransaction(ctx, how)
+	if err = errors.Join(perr, err); err != nil {
+		// A newer InitProducerID for the same transactional id: Kafka
+		// answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, kfake also
+		// INVALID_PRODUCER_ID_MAPPING (the id is no longer ours).
+		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidProducerIDMapping) {
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+		// The commit's outcome may be unknown (a timeout): a rerun reads the
+		// marks after fencing, so whatever did commit is not moved twice.
+		return fmt.Errorf("a transaction of %d records failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", len(recs), err)
+	}
+	return nil
+}
+
+// report calls req.Progress.
+func (c *Client) report(req *Request, res *Result, start time.Time) {
+	if req.Progress == nil {
+		return
+	}
+	el := c.clk.Now().Sub(start)
+	p := Progress{Op: res.Op, Action: req.Action, Total: len(res.Entries), Moved: res.Moved, Elapsed: el}
+	if s := el.Seconds(); s > 0 {
+		p.Rate = float64(res.Moved) / s
+	}
+	if p.Rate > 0 {
+		p.ETA = time.Duration(float64(p.Total-p.Moved) / p.Rate * float64(time.Second))
+	}
+	req.Progress(p)
+}
+
+// maxMessageBytes is topic's max.message.bytes, 0 when unknown.
+func (c *Client) maxMessageBytes(ctx context.Context, topic string) int {
+	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return 0
+	}
+	for _, cf := range rc.Configs {
+		if cf.Key == "max.message.bytes" && cf.Value != nil {
+			n, _ := strconv.Atoi(*cf.Value)
+			return n
+		}
+	}
+	return 0
+}

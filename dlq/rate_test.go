@@ -1,0 +1,51 @@
+package dlq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/dlq"
+)
+
+// TestRateIsHonoured: at --rate 20, 30 records are moved 50ms apart on the
+// operation's clock (a test clock that sleeps at once), in several
+// transactions.
+func TestRateIsHonoured(t *testing.T) {
+	e := newEnv(t, 2, 50*time.Millisecond)
+	c := e.client()
+	const n, perSecond = 30, 20.0
+	deadLetter(t, e, c, n)
+	e.app.set(rejectAll) // keep them coming back: only the marks matter here
+	fc := dlq.NewFakeClock()
+	commits := 0
+	res, err := e.client(dlq.WithClock(fc)).Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Reason: "rate test", Rate: perSecond,
+		Progress: func(dlq.Progress) { commits++ }})
+	if err != nil || res.Moved != n {
+		t.Fatalf("moved %+v, %v; want %d", res, err, n)
+	}
+	snap, err := c.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Time
+	for _, en := range snap.Entries {
+		if en.Mark == nil {
+			t.Fatalf("%s not marked", en.Ref())
+		}
+		if first.IsZero() || en.Mark.At.Before(first) {
+			first = en.Mark.At
+		}
+		if en.Mark.At.After(last) {
+			last = en.Mark.At
+		}
+	}
+	got := float64(n-1) / last.Sub(first).Seconds()
+	t.Logf("rate %.2f records/s over %d records in %d transactions (want %.0f ±20%%)", got, n, commits, perSecond)
+	if got < perSecond*0.8 || got > perSecond*1.2 {
+		t.Fatalf("rate %.2f records/s, want %.0f ±20%%", got, perSecond)
+	}
+	if commits < 3 {
+		t.Fatalf("%d transactions, want several (at most %s of records each)", commits, 250*time.Millisecond)
+	}
+}
