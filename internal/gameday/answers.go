@@ -263,7 +263,7 @@ func (r *run) answerDLQ() string {
 	s := fmt.Sprintf("%d records (%s); %d duplicates; by kind %v.", len(r.dead), strings.Join(fps, "; "), dups, kinds)
 	switch {
 	case origin == len(r.dead):
-		s += " Each carries its original topic, partition, offset and the error: replay it once the cause is fixed, or discard it; nothing else needs repair."
+		s += " Each carries its original topic, partition, offset and the error: replay it once the cause is fixed (`kretry dlq redrive`, exactly once), or discard it with a reason (`kretry dlq discard`); `kretry dlq stats` groups them by fingerprint."
 	default:
 		s += fmt.Sprintf(" %d of them carry neither the error nor their original coordinates: which failure put each there is unknown, so each must be inspected by hand before a replay.", len(r.dead)-origin)
 	}
