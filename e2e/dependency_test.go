@@ -39,6 +39,11 @@ topics:
     retry:
       tiers: [200ms, 500ms, 1s, 2s, 4s]
       jitter: 0
+    # These tests watch the dependency tracker alone; the breaker and the
+    # guard, which would stop the failing deliveries, have tests of their
+    # own (overload_test.go).
+    breaker: {enabled: false}
+    guard: {enabled: false}
 `, broker, appURL, metricsAddr)
 	path := filepath.Join(t.TempDir(), "kretry.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {

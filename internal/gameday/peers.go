@@ -28,11 +28,14 @@ func kretryConfig(e *env, metrics string) (*config.Config, error) {
 	cfg.Kafka.InstanceID = e.prefix
 	cfg.App.URL = e.app.url
 	cfg.App.Timeout = e.plan.AppTimeout
-	cfg.App.MaxInFlight = e.plan.MaxInFlight
+	cfg.App.MaxInFlight = config.InFlight(e.plan.MaxInFlight)
 	cfg.Metrics.Listen = metrics
 	cfg.Lag.Interval = time.Second
 	jitter := e.plan.Jitter
-	cfg.Topics = []config.Topic{{Name: e.topic, Retry: config.Retry{Tiers: e.plan.Tiers, Jitter: &jitter}}}
+	// The retry budget the check holds kretry to (off by default in
+	// kretry); the breaker and the guard are on by default.
+	budget := config.RetryBudget{Ratio: e.plan.BudgetRatio, MinPerSecond: e.plan.BudgetPerSecond, Window: e.plan.BudgetWindow}
+	cfg.Topics = []config.Topic{{Name: e.topic, Retry: config.Retry{Tiers: e.plan.Tiers, Jitter: &jitter, Budget: budget}}}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("game day kretry config: %w", err)
@@ -64,8 +67,9 @@ func (kretryPeer) start(ctx context.Context, e *env) (started, error) {
 	lc := lag.FromConfig(cfg)
 	lc.Timeout, lc.Window = 2*time.Second, 2
 	t := &cfg.Topics[0]
-	setup := fmt.Sprintf("app.max_in_flight %v, app.timeout %v, ordering %s, retry.tiers %v, retry.jitter %v, kafka.fetch_max_wait %v",
-		cfg.App.MaxInFlight, cfg.App.Timeout, t.Ordering, t.Retry.Tiers, *t.Retry.Jitter, cfg.Kafka.FetchMaxWait)
+	setup := fmt.Sprintf("app.max_in_flight %v, app.timeout %v, ordering %s, retry.tiers %v, retry.jitter %v, retry.budget {ratio %v, min_per_second %v, window %v}, breaker %v, guard %v, kafka.fetch_max_wait %v",
+		int(cfg.App.MaxInFlight), cfg.App.Timeout, t.Ordering, t.Retry.Tiers, *t.Retry.Jitter, t.Retry.Budget.Ratio, t.Retry.Budget.MinPerSecond, t.Retry.Budget.Window,
+		onOff(t.Breaker.On()), onOff(t.Guard.On()), cfg.Kafka.FetchMaxWait)
 	return started{lag: lc, dlq: t.DLQ.Topic, metrics: "http://" + addr + "/metrics", setup: setup,
 		stop: func() error {
 			// The caller cancels ctx first; Run returns once kretry has
@@ -109,4 +113,11 @@ func (blockingPeer) start(ctx context.Context, e *env) (started, error) {
 		DLQs:   []lag.DLQ{{Topic: bc.DLQTopic(), Source: e.topic}}}
 	setup := fmt.Sprintf("one record at a time per partition (%d), retried in place after %v, then %s", e.plan.Partitions, bc.Backoffs, bc.DLQTopic())
 	return started{lag: lc, dlq: bc.DLQTopic(), setup: setup, stop: func() error { stop(); h.Close(); return nil }}, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

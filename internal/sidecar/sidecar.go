@@ -52,6 +52,8 @@ type Sidecar struct {
 	// Engines, one per configured topic, in config order.
 	Engines []*engine.Engine
 	ready   atomic.Bool
+	// gates are the engines' overload gates: /readyz says when one is open.
+	gates []gated
 }
 
 // Run runs kretry as configured until ctx is cancelled, then shuts down
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		h, err := delivery.NewHTTP(delivery.HTTPConfig{
 			URL:         cfg.App.URL,
 			Timeout:     cfg.App.Timeout,
-			MaxInFlight: cfg.App.MaxInFlight,
+			MaxInFlight: cfg.App.MaxInFlight.Ceiling(),
 			CEType:      cfg.App.CEType,
 		})
 		if err != nil {
@@ -183,12 +185,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		// The identity this engine fences with: two processes sharing it
 		// fence each other (README: Instance identity).
 		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
+		gate := GateFor(cfg, &t, log) // overload.go
+		if err := obs.watchGate(t.Group, t.Name, gate); err != nil {
+			return err
+		}
+		s.gates = append(s.gates, gated{topic: t.Name, gate: gate})
 		o.Brokers = s.Brokers
 		o.ClientOpts = clientOpts
 		o.Deliverer = delivery.TraceDeliveries(d, tp, t.Group, *o.Statuses)
 		o.CreateSource = createSource
 		o.Observer = obs.observer()
 		o.Logger = log
+		o.Overload = gate
 		e, err := engine.New(ctx, o)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", t.Name, err)
@@ -254,11 +262,16 @@ func (s *Sidecar) waitJoined(ctx context.Context) bool {
 	return true
 }
 
-// Ready reports what /readyz answers: every engine has joined its group
-// and received its first assignment (possibly empty: with more instances
-// than partitions an instance is ready with none), and Run is not
-// shutting down.
+// Ready reports whether every engine has joined its group and received
+// its first assignment (possibly empty: with more instances than
+// partitions an instance is ready with none), and Run is not shutting
+// down. /readyz answers that, and 503 as well while a topic's breaker is
+// open or probing (Open says which).
 func (s *Sidecar) Ready() bool { return s.ready.Load() }
+
+// Open describes the topics whose breakers are open or probing ("" when
+// none), as /readyz does.
+func (s *Sidecar) Open() string { return notReady(s.gates) }
 
 // healthHandler serves /healthz (the process is up) and /readyz (see
 // Ready).
@@ -270,6 +283,12 @@ func (s *Sidecar) healthHandler() http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if open := notReady(s.gates); open != "" {
+			// Delivery is paused: the app or its dependency is failing
+			// (docs/OVERLOAD.md). The process itself is fine (/healthz).
+			http.Error(w, "not ready: "+open, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

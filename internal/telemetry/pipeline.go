@@ -36,6 +36,12 @@ const (
 // messaging.process.duration, in seconds.
 var processBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
+// attemptBuckets bound kretry.delivery.attempt: the first tries one by one,
+// then coarser.
+var attemptBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 16}
+
+type attemptKey struct{ group, source, outcome string }
+
 // Pipeline records the engine's events as metrics. It implements
 // engine.Observer: its methods are safe for concurrent use and do not
 // block (one map lookup for the attribute set, then lock-free adds).
@@ -46,11 +52,13 @@ type Pipeline struct {
 	txns        metric.Int64Counter
 	txnDuration metric.Float64Histogram
 	txnRecords  metric.Int64Counter
+	attempts    metric.Int64Histogram
 
 	processSets  setCache[processKey]
 	deliverySets setCache[deliveryKey]
 	moveSets     setCache[moveKey]
 	commitSets   setCache[commitKey]
+	attemptSets  setCache[attemptKey]
 
 	mu      sync.Mutex
 	engines []*engineGauges
@@ -108,6 +116,11 @@ func NewPipeline(mp metric.MeterProvider) (*Pipeline, error) {
 		"Duration of one Kafka transaction, begin to end.")
 	p.txnRecords = counter("kretry.transaction.records", "{record}",
 		"Records whose offsets a transaction covered.")
+	var err error
+	p.attempts, err = meter.Int64Histogram("kretry.delivery.attempt", metric.WithUnit("{attempt}"),
+		metric.WithDescription("The ce-attempt of each delivery, by outcome: how many tries records take (a retry storm shifts it right)."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	errs = append(errs, err)
 	inFlight := gauge("kretry.deliveries.in_flight", "{delivery}", "Deliveries under way.")
 	blocked := gauge("kretry.parking.blocked_keys", "{key}", "Keys whose later records are parked behind a failing record.")
 	parked := gauge("kretry.parking.records", "{record}", "Records the engine holds parked.")
@@ -200,6 +213,10 @@ func (p *Pipeline) Delivered(e engine.DeliveryEvent) {
 			kv = append(kv, semconv.ErrorTypeKey.String(pk.errType))
 		}
 		return kv
+	}))
+	ak := attemptKey{e.Group, e.Source, string(e.Outcome)}
+	p.attempts.Record(ctx, int64(e.Attempt), p.attemptSets.get(ak, func(ak attemptKey) []attribute.KeyValue {
+		return []attribute.KeyValue{semconv.MessagingConsumerGroupName(ak.group), lag.AttrSource.String(ak.source), AttrOutcome.String(ak.outcome)}
 	}))
 	dk := deliveryKey{e.Group, e.Topic, e.Source, string(e.Stage), string(e.Outcome), e.ErrorType}
 	p.deliveries.Add(ctx, 1, p.deliverySets.get(dk, func(dk deliveryKey) []attribute.KeyValue {

@@ -84,6 +84,10 @@ func TestPipelineMetrics(t *testing.T) {
 		`kretry_transactions_total{kretry_outcome="aborted",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 1`,
 		`kretry_transaction_records_total{kretry_outcome="committed",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 102`,
 		`kretry_deliveries_in_flight{kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 7`,
+		`kretry_delivery_attempt_bucket{kretry_outcome="ok",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="1"} 100`,
+		`kretry_delivery_attempt_bucket{kretry_outcome="permanent",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="1"} 0`,
+		`kretry_delivery_attempt_bucket{kretry_outcome="permanent",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="2"} 1`,
+		`kretry_delivery_attempt_sum{kretry_outcome="permanent",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 2`,
 		`target_info{service_instance_id="pod-1",service_name="kretry",service_version="test"} 1`,
 	)
 	if !strings.Contains(body, "go_goroutines") {

@@ -196,8 +196,13 @@ type App struct {
 	URL string `koanf:"url"`
 	// Timeout bounds one delivery (default 10s); a timeout is transient.
 	Timeout time.Duration `koanf:"timeout"`
-	// MaxInFlight bounds concurrent deliveries per topic (default 64).
-	MaxInFlight int `koanf:"max_in_flight"`
+	// MaxInFlight bounds concurrent deliveries per topic (default 64), or
+	// "auto": an adaptive limit (see InFlight and docs/OVERLOAD.md).
+	MaxInFlight InFlight `koanf:"max_in_flight"`
+	// MaxRate bounds the deliveries per topic, in records/s (first
+	// attempts, retries and parked records together); 0, the default, is
+	// no limit. Records wait in paused partitions, never dropped.
+	MaxRate float64 `koanf:"max_rate"`
 	// CEType is the ce-type attribute (default "kafka.record").
 	CEType string `koanf:"ce_type"`
 }
@@ -297,6 +302,18 @@ type Topic struct {
 	DLQ          DLQ               `koanf:"dlq"`
 	Parking      Parking           `koanf:"parking"`
 	Classify     Classify          `koanf:"classify"`
+	// MaxAge expires records: a record whose timestamp (the original
+	// record's, as in ce-time and kretry-original-timestamp) is older than
+	// MaxAge when its delivery is due is not delivered but handled as
+	// OnExpired says. 0, the default, never expires a record.
+	MaxAge time.Duration `koanf:"max_age"`
+	// OnExpired is dead_letter (default: the DLQ, kretry-error-class
+	// "expired") or drop (committed past, counted, written nowhere).
+	OnExpired string `koanf:"on_expired"`
+	// Breaker and Guard stop delivery while the dependency is down or
+	// answers every record with the same permanent failure (see overload.go).
+	Breaker Breaker `koanf:"breaker"`
+	Guard   Guard   `koanf:"guard"`
 }
 
 // Parking configures the parking topic of one source topic (ordering key
@@ -322,6 +339,8 @@ type Retry struct {
 	// Topics overrides the tier topic names, one per tier. Default
 	// <name>.retry.<tier> (for example orders.retry.1m).
 	Topics []string `koanf:"topics"`
+	// Budget caps retries as a share of deliveries; off by default.
+	Budget RetryBudget `koanf:"budget"`
 }
 
 // DLQ configures the dead-letter topic.

@@ -15,7 +15,7 @@ import (
 // (flow.TransactionalID(kafka.transactional_id, kafka.instance_id, group)),
 // the instance id, the classify lists, app.max_in_flight, app.timeout,
 // kafka.fetch_max_wait, ordering, the parking topic, on_dead_letter,
-// parking.max_records and the group's session timeout with a heartbeat
+// parking.max_records, max_age, on_expired and the group's session timeout with a heartbeat
 // every second (at most a third of the session timeout, Kafka's guidance,
 // instead of franz-go's 3s, so the others learn of a leaving instance's
 // rebalance within a second).
@@ -23,7 +23,8 @@ import (
 // It lives here rather than in package engine so that a Go program that
 // embeds the engine without a config file does not link koanf. The caller
 // adds what a config cannot say: Brokers, ClientOpts, the
-// Deliverer, CreateSource, the Observer and the Logger.
+// Deliverer, CreateSource, the Observer, the Logger and the Overload gate
+// (sidecar.GateFor builds it from the same config).
 func (c *Config) EngineOptions(t *Topic) engine.Options {
 	instance := c.Kafka.InstanceIDOrHost()
 	statuses := t.Statuses()
@@ -33,12 +34,14 @@ func (c *Config) EngineOptions(t *Topic) engine.Options {
 		TransactionalID: flow.TransactionalID(c.Kafka.TransactionalID, instance, t.Group),
 		InstanceID:      instance,
 		Statuses:        &statuses,
-		MaxInFlight:     c.App.MaxInFlight,
+		MaxInFlight:     c.App.MaxInFlight.Ceiling(),
 		DeliveryTimeout: c.App.Timeout,
 		FetchMaxWait:    c.Kafka.FetchMaxWait,
 		Ordering:        t.Ordering,
 		OnDeadLetter:    t.OnDeadLetter,
 		MaxParked:       t.Parking.MaxRecords,
+		MaxAge:          t.MaxAge,
+		OnExpired:       t.OnExpired,
 	}
 	if t.Ordering.Parks() {
 		o.ParkingTopic = t.Parking.Topic

@@ -128,7 +128,8 @@ func Default() *Config {
 //     0.2 when nil; retry.topics to retrytopics.TierTopic(name, tier) for
 //     each tier when nil; dlq.topic to retrytopics.DLQTopic(name) when "";
 //     classify.permanent and classify.transient to DefaultPermanent and
-//     DefaultTransient when nil.
+//     DefaultTransient when nil; the overload keys (max_age, on_expired,
+//     breaker, guard, retry.budget) as overload.go says.
 //
 // Scalar defaults (timeouts, listen addresses, …) are not filled here
 // because a zero there may be explicit ("" disables metrics); they come
@@ -176,6 +177,7 @@ func (c *Config) SetDefaults() {
 		if t.Classify.Transient == nil {
 			t.Classify.Transient = DefaultTransient()
 		}
+		t.setOverloadDefaults()
 	}
 }
 
@@ -237,6 +239,7 @@ func Parse(yamlBytes []byte, environ []string) (*Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			stringToSliceHook,
 			stringToDurationHook,
+			inFlightHook,
 			numberToIntHook,
 		),
 		Result: c,

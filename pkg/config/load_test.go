@@ -98,6 +98,7 @@ func TestEveryErrHasYAML(t *testing.T) {
 func wantDefaults(t *testing.T, c *config.Config) {
 	t.Helper()
 	jitter := 0.2
+	on := true
 	want := &config.Config{
 		Kafka: config.Kafka{
 			Brokers:         []string{"embedded"},
@@ -127,6 +128,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 				Tiers:  []time.Duration{time.Minute, 10 * time.Minute, time.Hour},
 				Jitter: &jitter,
 				Topics: []string{"orders.retry.1m", "orders.retry.10m", "orders.retry.1h"},
+				Budget: config.RetryBudget{MinPerSecond: 10, Window: 10 * time.Second},
 			},
 			DLQ:     config.DLQ{Topic: "orders.dlq"},
 			Parking: config.Parking{Topic: "orders.parking", MaxRecords: 10000},
@@ -134,6 +136,9 @@ func wantDefaults(t *testing.T, c *config.Config) {
 				Permanent: []int{400, 404, 409, 410, 413, 415, 422},
 				Transient: []int{408, 425, 429, 500, 502, 503, 504},
 			},
+			OnExpired: "dead_letter",
+			Breaker:   config.Breaker{Enabled: &on, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},
+			Guard:     config.Guard{Enabled: &on, MaxDeadLetters: 10, Window: time.Minute, Share: 0.9},
 		}},
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -62,7 +62,7 @@ const (
 //   - embedded.partitions: at least 1.
 //   - app.url: an absolute http:// or https:// URL with a host.
 //   - app.timeout: greater than 0.
-//   - app.max_in_flight: at least 1.
+//   - app.max_in_flight: at least 1, or auto; app.max_rate: at least 0.
 //   - app.ce_type: not empty (CloudEvents requires type).
 //   - metrics.listen: "" (disabled) or host:port as for embedded.listen.
 //   - log.level: debug, info, warn or error; log.format: text or json.
@@ -97,6 +97,7 @@ const (
 //     all distinct, within a topic and across topics.
 //   - classify.permanent, classify.transient: statuses in 100..599, no
 //     2xx (2xx is always done), no status in both lists.
+//   - max_age, on_expired, breaker, guard, retry.budget: see overload.go.
 //
 // A group, tier topic or DLQ topic that still has the name derived from a
 // bad or duplicate source name is not reported again. Validate reads the
@@ -301,9 +302,7 @@ func (v *validator) app(a *App) {
 	if a.Timeout <= 0 {
 		v.add("app.timeout", "%q must be greater than 0", fmtDuration(a.Timeout))
 	}
-	if a.MaxInFlight < 1 {
-		v.add("app.max_in_flight", "%q must be at least 1", fmtInt(a.MaxInFlight))
-	}
+	v.appOverload(a)
 	if a.CEType == "" {
 		v.add("app.ce_type", "required: CloudEvents needs a type")
 	}
@@ -389,6 +388,7 @@ func (v *validator) topics(ts []Topic) {
 		}
 
 		v.statuses(p, &t.Classify)
+		v.overload(p, t)
 	}
 }
 

@@ -24,6 +24,9 @@ const (
 	ClassPermanent Class = "permanent"
 	// ClassExhausted marks a record dead-lettered after its last tier.
 	ClassExhausted Class = "exhausted"
+	// ClassExpired marks a record dead-lettered undelivered because it was
+	// older than its topic's max_age (docs/OVERLOAD.md).
+	ClassExpired Class = "expired"
 )
 
 // Sentinels that a handler wraps its error with (or returns through

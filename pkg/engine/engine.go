@@ -66,6 +66,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -158,6 +159,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer receives events for metrics; nil observes nothing.
 	Observer Observer
+	// Overload, when set, gates every delivery (dependency breaker,
+	// systemic-failure guard, retry budget, rate and adaptive limits; see
+	// overload.go and package overload). nil gates nothing.
+	Overload *overload.Gate
+	// MaxAge, when positive, expires records whose original timestamp is
+	// older when their delivery is due: OnExpired says what happens to
+	// them, OnExpiredDeadLetter (default) or OnExpiredDrop.
+	MaxAge    time.Duration
+	OnExpired string
 
 	// txnTimeout, set by tests, replaces transactionTimeout.
 	txnTimeout time.Duration
@@ -508,6 +518,9 @@ func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 	e.mu.Lock()
 	wait := e.opts.CommitInterval
 	if next, ok := e.nextDue(); ok {
+		wait = min(wait, max(time.Until(next), time.Millisecond))
+	}
+	if next, ok := e.gateWake(); ok { // overload gate
 		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}
 	e.mu.Unlock()

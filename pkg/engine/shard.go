@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
@@ -75,6 +76,10 @@ type entry struct {
 	op string
 	// started is when its delivery started.
 	started time.Time
+	// ticket is its delivery's admission by Options.Overload; held is
+	// set once a failed delivery of it was held (see overload.go).
+	ticket overload.Ticket // overload gate
+	held   bool
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -275,13 +280,17 @@ func (e *Engine) dispatch(now time.Time) {
 	// least the share retries may not use.
 	retryCap := max(1, int(e.opts.RetryShare*float64(e.opts.MaxInFlight)))
 	for len(e.retryReady) > 0 && e.inflight < e.opts.MaxInFlight && e.retrying < retryCap {
-		l := e.retryReady[0]
-		e.retryReady = e.retryReady[1:]
+		l, ok := e.take(&e.retryReady, now) // overload gate
+		if !ok {
+			break
+		}
 		e.start(l)
 	}
 	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
-		l := e.ready[0]
-		e.ready = e.ready[1:]
+		l, ok := e.take(&e.ready, now) // overload gate
+		if !ok {
+			break
+		}
 		e.start(l)
 	}
 }
@@ -414,6 +423,7 @@ const abandonAfter = 100 * time.Millisecond
 
 // apply routes one finished delivery.
 func (e *Engine) apply(r *result) {
+	verdict := e.gateDone(r) // overload gate
 	e.inflight--
 	if r.retry {
 		e.retrying--
@@ -451,6 +461,10 @@ func (e *Engine) apply(r *result) {
 	}
 	routeStage = redriveRouteStage(en, routeStage) // redrive
 	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
+	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
+		e.hold(l, en)
+		return
+	}
 	now := time.Now()
 	if route.Action != retrytopics.Done {
 		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: now}
@@ -561,9 +575,10 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 		}
 		return len(q.entries) >= e.opts.MaxPending
 	}
-	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked))
+	set(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
+		e.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
-		set(q, sh.restoring || q.due.Waiting(now) || full(q))
+		set(q, sh.restoring || q.due.Waiting(now) || full(q) || e.gatePaused(now, true)) // overload gate
 	}
 	if pause != nil {
 		e.cl.Load().PauseFetchPartitions(pause)

@@ -1,0 +1,332 @@
+package overload
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"golang.org/x/time/rate"
+)
+
+// Class is a delivery's outcome as the policies see it.
+type Class int
+
+const (
+	// OK: the app acknowledged the record.
+	OK Class = iota
+	// Transient: a failure routed to the next tier.
+	Transient
+	// Permanent: a failure routed to the DLQ.
+	Permanent
+	// Cancelled: cut short by a shutdown; says nothing of the app.
+	Cancelled
+)
+
+// Outcome is one finished delivery.
+type Outcome struct {
+	Class Class
+	// Key identifies the record's key: failures count once per key. For
+	// a record with a null key, its ce-id.
+	Key string
+	// ID is the record's ce-id, for the guard's log line.
+	ID string
+	// Answer is a low-cardinality kind of failure: the HTTP status as
+	// text ("503"), "timeout", "connection" or "other"; "" for OK.
+	Answer string
+	// Message is the error text (a log line's example).
+	Message string
+	// Again: the record was held before (its earlier failure did not
+	// count). Its failure says little of the dependency now — the same
+	// record failing again — so it does not count towards opening the
+	// breaker or tripping the guard; its success counts.
+	Again bool
+}
+
+// Verdict is what the engine does with a finished delivery.
+type Verdict int
+
+const (
+	// Count: the attempt counts; route the record as usual.
+	Count Verdict = iota
+	// Hold: the attempt does not count; the record waits at the head of
+	// its key and is delivered again later, with the same attempt number.
+	Hold
+	// Probe: a failed probe. Its attempt counts when it moves the record
+	// on to a tier, and does not (Hold) when it would dead-letter it: a
+	// probe never dead-letters a record, so an outage of any length
+	// dead-letters nothing, while a record that fails for reasons of its
+	// own still walks the tiers (held forever, it could keep the breaker
+	// from ever seeing a success).
+	Probe
+)
+
+// Config configures a Gate. The zero value admits everything.
+type Config struct {
+	Breaker BreakerConfig
+	Guard   GuardConfig
+	Budget  BudgetConfig
+	// MaxInFlight is the engine's bound on concurrent deliveries: the
+	// adaptive limit's ceiling and the end of the breaker's slow start.
+	MaxInFlight int
+	// Adaptive: app.max_in_flight auto — an adaptive limit between 1 and
+	// MaxInFlight, starting at InitialInFlight.
+	Adaptive        bool
+	InitialInFlight int
+	// MaxRate in records/s (all deliveries); 0 is no limit.
+	MaxRate float64
+	// Logger gets one line per change of state; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// Ticket is an admitted delivery; hand it back to Done.
+type Ticket struct {
+	probe  bool
+	retry  bool
+	round  int
+	permit adaptivelimiter.Permit
+}
+
+// Gate is the overload policy of one source topic. See the package doc.
+type Gate struct {
+	mu      sync.Mutex
+	cfg     Config
+	breaker *breaker
+	guard   *guard
+	budget  *budget
+	rate    *rate.Limiter
+	limiter adaptivelimiter.AdaptiveLimiter[any]
+
+	wake         time.Time // when a refused Admit may be granted
+	overBudget   time.Time // tier partitions stay paused until then
+	budgetDenied int64
+	expired      map[string]int64
+	prints       map[Fingerprint]int64 // see fingerprint.go
+}
+
+// New builds a Gate.
+func New(cfg Config) *Gate {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.MaxInFlight = max(1, cfg.MaxInFlight)
+	g := &Gate{cfg: cfg, breaker: newBreaker(cfg.Breaker, cfg.MaxInFlight, log), guard: newGuard(cfg.Guard, log), budget: newBudget(cfg.Budget), expired: map[string]int64{},
+		prints: map[Fingerprint]int64{}}
+	if cfg.MaxRate > 0 {
+		g.rate = rate.NewLimiter(rate.Limit(cfg.MaxRate), max(1, int(cfg.MaxRate)))
+	}
+	if cfg.Adaptive {
+		initial := min(max(1, cfg.InitialInFlight), cfg.MaxInFlight)
+		g.limiter = adaptivelimiter.NewBuilder[any]().WithLimits(1, uint(cfg.MaxInFlight), uint(initial)).Build()
+	}
+	return g
+}
+
+// Admit reports whether a delivery may start at now, with inflight
+// deliveries under way; retry is true for a tier record. When it may not,
+// Wake says when to ask again (a delivery ending may also change the
+// answer).
+func (g *Gate) Admit(now time.Time, retry bool, inflight int) (Ticket, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var t Ticket
+	if g.cfg.Breaker.Enabled || g.cfg.Guard.Enabled {
+		ok, probe := g.breaker.admit(now, inflight)
+		if !ok {
+			g.wake = g.breaker.until
+			return t, false
+		}
+		t.probe, t.round = probe, g.breaker.rounds
+	}
+	t.retry = retry
+	if g.limiter != nil {
+		p, ok := g.limiter.TryAcquirePermit()
+		if !ok {
+			g.breaker.unadmit(t)
+			return Ticket{}, false // a delivery ending frees it
+		}
+		t.permit = p
+	}
+	var res *rate.Reservation
+	if g.rate != nil {
+		res = g.rate.ReserveN(now, 1)
+		if d := res.DelayFrom(now); d > 0 {
+			res.CancelAt(now)
+			g.refuse(t, now.Add(d))
+			return Ticket{}, false
+		}
+	}
+	if g.budget != nil {
+		if retry && !g.budget.allows(now) {
+			if res != nil {
+				res.CancelAt(now)
+			}
+			g.budgetDenied++
+			g.overBudget = g.budget.next(now)
+			g.refuse(t, g.overBudget)
+			return Ticket{}, false
+		}
+		g.budget.record(now, retry)
+	}
+	return t, true
+}
+
+func (g *Gate) refuse(t Ticket, wake time.Time) {
+	g.breaker.unadmit(t)
+	if t.permit != nil {
+		t.permit.Drop()
+	}
+	g.wake = wake
+}
+
+// Done takes the outcome of the delivery admitted with t and says whether
+// its attempt counts.
+func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t.permit != nil {
+		if o.Class == Cancelled {
+			t.permit.Drop()
+		} else {
+			t.permit.Record()
+		}
+	}
+	if o.Class == Cancelled {
+		g.breaker.unadmit(t)
+		return Count
+	}
+	g.countFingerprint(o)
+	b := g.breaker
+	if !g.cfg.Breaker.Enabled && !g.cfg.Guard.Enabled {
+		return Count
+	}
+	if b.state != Closed {
+		v := b.done(now, t, o)
+		if b.state == Closed {
+			g.guard.reset() // the answers before the outage are of no use now
+		}
+		return v
+	}
+	if o.Again && o.Class != OK {
+		return Count
+	}
+	if g.cfg.Guard.Enabled && g.guard.observe(now, o) {
+		b.open(now, ReasonSystemic, o)
+		g.guard.report(o, b)
+		g.guard.reset()
+		return Hold
+	}
+	if !g.cfg.Breaker.Enabled {
+		return Count
+	}
+	if b.observe(o, t.retry) {
+		b.open(now, ReasonDependency, o)
+		g.guard.reset()
+		return Hold
+	}
+	if o.Class == OK {
+		b.grow()
+	}
+	return Count
+}
+
+// Probing reports whether the next admitted delivery would be a probe:
+// the engine then offers a record that was not held, if it has one, so
+// that the probe tests the dependency rather than a record that failed.
+func (g *Gate) Probing(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.breaker
+	return b.state == Probing && b.out < b.cfg.Probes || b.state == Open && !now.Before(b.until)
+}
+
+// Paused reports whether the source (tier false) or a tier (tier true)
+// partition should not fetch at now: the breaker is open, or, for a tier,
+// retries are over budget.
+func (g *Gate) Paused(now time.Time, tier bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// The partitions resume a little before the wait is over, so that
+	// fresh records are there to probe with: the records held in memory
+	// failed already, and may fail for reasons of their own.
+	return g.breaker.state == Open && now.Before(g.breaker.resume()) || tier && now.Before(g.overBudget)
+}
+
+// Wake returns when a refused Admit may be granted without a delivery
+// ending (the breaker's wait, the rate limit's or budget's next token);
+// false when nothing is pending.
+func (g *Gate) Wake(now time.Time) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if b := g.breaker; b.state == Open {
+		for _, t := range []time.Time{b.resume(), b.until} {
+			if t.After(now) {
+				return t, true
+			}
+		}
+	}
+	if g.wake.After(now) {
+		return g.wake, true
+	}
+	return time.Time{}, false
+}
+
+// Expired counts a record that was not delivered because it was older
+// than max_age, by action ("dead_letter" or "drop").
+func (g *Gate) Expired(action string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.expired[action]++
+}
+
+// Snapshot is the Gate's state and counters, for metrics and /readyz.
+type Snapshot struct {
+	State  State
+	Reason Reason // of the current or last opening
+	// Since is when the current outage began (zero when closed).
+	Since time.Time
+	// Opened counts openings by reason; Held the failed deliveries whose
+	// attempt did not count.
+	Opened map[Reason]int64
+	Held   int64
+	// Limit is the in-flight limit in force.
+	Limit int
+	// BudgetDenied counts refused retries; RetryRatio is retries ÷
+	// deliveries over the budget window (0 without a budget).
+	BudgetDenied int64
+	RetryRatio   float64
+	// Expired counts expired records by action.
+	Expired map[string]int64
+}
+
+// Snapshot returns the current state and counters.
+func (g *Gate) Snapshot(now time.Time) Snapshot {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.breaker
+	s := Snapshot{State: b.state, Reason: b.reason, Held: b.held, BudgetDenied: g.budgetDenied,
+		Opened: map[Reason]int64{}, Expired: map[string]int64{}, Limit: g.cfg.MaxInFlight}
+	if b.state != Closed {
+		s.Since = b.since
+	}
+	for k, v := range b.opened {
+		s.Opened[k] = v
+	}
+	for k, v := range g.expired {
+		s.Expired[k] = v
+	}
+	switch {
+	case b.state != Closed:
+		s.Limit = b.cfg.Probes
+	case g.limiter != nil:
+		s.Limit = g.limiter.Limit()
+	}
+	if b.state == Closed && b.ramp > 0 {
+		s.Limit = min(s.Limit, b.ramp)
+	}
+	if g.budget != nil {
+		s.RetryRatio = g.budget.ratio(now)
+	}
+	return s
+}

@@ -1,0 +1,109 @@
+package overload
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// GuardConfig configures the systemic permanent failure guard
+// (config.Guard).
+type GuardConfig struct {
+	Enabled bool
+	// MaxDeadLetters records with the same permanent answer are
+	// dead-lettered; the next one within Window opens the breaker, when
+	// they are of at least two keys and the answer is at least Share of
+	// the deliveries in Window.
+	MaxDeadLetters int
+	Window         time.Duration
+	Share          float64
+}
+
+// maxGuardEntries bounds the guard's memory: past it the oldest outcomes
+// are forgotten before they leave the window.
+const maxGuardEntries = 100_000
+
+// examples is how many ce-ids the guard's log line names.
+const examples = 3
+
+type seen struct {
+	at     time.Time
+	answer string // "" unless permanent
+	key    string
+	id     string
+}
+
+// guard counts permanent answers over a time window.
+type guard struct {
+	cfg GuardConfig
+	log *slog.Logger
+
+	q      []seen // oldest first
+	counts map[string]int
+	keys   map[string]map[string]int
+}
+
+func newGuard(cfg GuardConfig, log *slog.Logger) *guard {
+	return &guard{cfg: cfg, log: log, counts: map[string]int{}, keys: map[string]map[string]int{}}
+}
+
+func (g *guard) evict(now time.Time) {
+	n := 0
+	for n < len(g.q) && (now.Sub(g.q[n].at) > g.cfg.Window || len(g.q)-n >= maxGuardEntries) {
+		s := g.q[n]
+		if s.answer != "" {
+			g.counts[s.answer]--
+			if g.keys[s.answer][s.key]--; g.keys[s.answer][s.key] <= 0 {
+				delete(g.keys[s.answer], s.key)
+			}
+			if g.counts[s.answer] <= 0 {
+				delete(g.counts, s.answer)
+				delete(g.keys, s.answer)
+			}
+		}
+		n++
+	}
+	g.q = g.q[n:]
+}
+
+// observe counts o and reports whether it trips the guard.
+func (g *guard) observe(now time.Time, o Outcome) bool {
+	g.evict(now)
+	s := seen{at: now, key: o.Key, id: o.ID}
+	if o.Class == Permanent {
+		s.answer = o.Answer
+		g.counts[s.answer]++
+		if g.keys[s.answer] == nil {
+			g.keys[s.answer] = map[string]int{}
+		}
+		g.keys[s.answer][o.Key]++
+	}
+	g.q = append(g.q, s)
+	if s.answer == "" {
+		return false
+	}
+	n := g.counts[s.answer]
+	return n > g.cfg.MaxDeadLetters && len(g.keys[s.answer]) >= 2 && float64(n) >= g.cfg.Share*float64(len(g.q))
+}
+
+// report logs the line that says what tripped the guard and how to resume.
+func (g *guard) report(o Outcome, b *breaker) {
+	var ids []string
+	for i := len(g.q) - 1; i >= 0 && len(ids) < examples; i-- {
+		if g.q[i].answer == o.Answer {
+			ids = append(ids, g.q[i].id)
+		}
+	}
+	n := g.counts[o.Answer]
+	g.log.Error("guard: the same permanent answer for many records of many keys; delivery stopped, nothing more is dead-lettered with this answer",
+		"reason", ReasonSystemic, "status", o.Answer, "records", n, "dead_lettered", n-1, "keys", len(g.keys[o.Answer]),
+		"share", float64(n)/float64(len(g.q)), "window", g.cfg.Window.String(), "example_ids", strings.Join(ids, " "),
+		"example", o.Message,
+		"resume", "fix the app or app.url; kretry probes after "+b.cfg.Wait.String()+", doubling up to "+b.cfg.MaxWait.String()+", and resumes by itself when a probe succeeds")
+}
+
+func (g *guard) reset() {
+	g.q = g.q[:0]
+	clear(g.counts)
+	clear(g.keys)
+}

@@ -1,0 +1,185 @@
+package engine
+
+// Overload control (issue 11, docs/OVERLOAD.md): the engine's side of an
+// overload.Gate and of max_age. The policies decide in package overload;
+// here the engine only gates the start of deliveries, holds records whose
+// failed attempt does not count, pauses partitions and expires records.
+// Every call into this file from the engine's other files is marked
+// `// overload gate`.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kretry/kretry/overload"
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// Actions for a record older than Options.MaxAge (Options.OnExpired).
+const (
+	// OnExpiredDeadLetter moves it to the DLQ with kretry-error-class
+	// "expired" (the default).
+	OnExpiredDeadLetter = "dead_letter"
+	// OnExpiredDrop commits past it without writing it anywhere.
+	OnExpiredDrop = "drop"
+)
+
+// take pops lanes off the front of *q until one may start now and
+// returns it; false when the gate refuses the next one (it stays at the
+// front) or *q ran out. Lanes whose head expired are settled on the way.
+func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
+	if g := e.opts.Overload; g != nil && g.Probing(now) {
+		if !freshFirst(*q) && q == &e.retryReady && freshFirst(e.ready) {
+			return nil, false // probe with a first attempt instead
+		}
+	}
+	for len(*q) > 0 {
+		l := (*q)[0]
+		if l.running != nil || len(l.wait) == 0 {
+			*q = (*q)[1:]
+			return l, true // start makes nothing of it, as before
+		}
+		en := l.wait[0]
+		if e.expire(l, en, now) {
+			*q = (*q)[1:]
+			l.queued = false
+			e.markReady(l)
+			e.forget(l)
+			continue
+		}
+		if g := e.opts.Overload; g != nil {
+			t, ok := g.Admit(now, en.q.stage > 0, e.inflight)
+			if !ok {
+				return nil, false
+			}
+			en.ticket = t
+		}
+		*q = (*q)[1:]
+		return l, true
+	}
+	return nil, false
+}
+
+// freshFirst moves the newest lane whose next record is a first attempt
+// that was never held to the front of q and reports whether there was
+// one: a probe should test the dependency as it is now, not a record that
+// failed already (it may fail for reasons of its own), nor the next of a
+// block of records that failed together (a synchronised failure of many
+// keys opens the breaker as an outage does; the records after it show
+// that the app is fine).
+func freshFirst(q []*lane) bool {
+	for i := len(q) - 1; i >= 0; i-- {
+		l := q[i]
+		if en := l.wait; l.running == nil && len(en) > 0 && !en[0].held && en[0].q.stage <= 0 { // source or parking: a first attempt
+			copy(q[1:i+1], q[:i])
+			q[0] = l
+			return true
+		}
+	}
+	return false
+}
+
+// gateDone tells the gate how r's delivery ended and returns its
+// verdict: overload.Hold when its attempt must not count (the breaker is
+// open or the guard tripped: the failure is the dependency's, not the
+// record's), overload.Probe for a failed probe (it counts unless it
+// would dead-letter the record; see held).
+func (e *Engine) gateDone(r *result) overload.Verdict {
+	g := e.opts.Overload
+	if g == nil {
+		return overload.Count
+	}
+	t := r.en.ticket
+	r.en.ticket = overload.Ticket{}
+	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held}
+	if r.en.rec.Key == nil {
+		o.Key = o.ID
+	}
+	if r.err != nil {
+		v := delivery.Classify(r.err, *e.opts.Statuses)
+		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
+		if v.Class == delivery.ClassPermanent {
+			o.Class = overload.Permanent
+		}
+		if e.hard.Err() != nil && errors.Is(r.err, context.Canceled) {
+			o.Class = overload.Cancelled
+		}
+	}
+	if r.err == nil {
+		g.Done(time.Now(), t, o)
+		return overload.Count
+	}
+	return g.Done(time.Now(), t, o)
+}
+
+// held reports whether a failed delivery routed to route must not count.
+func held(v overload.Verdict, route retrytopics.Route) bool {
+	return v == overload.Hold || v == overload.Probe && route.Action == retrytopics.DeadLetter
+}
+
+// hold puts en back at the head of its lane: its attempt did not count,
+// and it is delivered again, with the same attempt number, when the gate
+// admits it.
+func (e *Engine) hold(l *lane, en *entry) {
+	en.held = true
+	l.wait = append([]*entry{en}, l.wait...)
+	e.markReady(l)
+}
+
+// gatePaused reports whether the gate pauses the source (tier false) or
+// the tiers.
+func (e *Engine) gatePaused(now time.Time, tier bool) bool {
+	return e.opts.Overload != nil && e.opts.Overload.Paused(now, tier)
+}
+
+// gateWake is when the gate may admit again without a delivery ending.
+func (e *Engine) gateWake() (time.Time, bool) {
+	if e.opts.Overload == nil {
+		return time.Time{}, false
+	}
+	return e.opts.Overload.Wake(time.Now())
+}
+
+// expire settles en without delivering it when it is older than MaxAge
+// (by its original timestamp): a move to the DLQ as "expired", or none
+// with OnExpiredDrop. It reports whether it did.
+func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
+	ts := en.origin.Timestamp
+	if e.opts.MaxAge <= 0 || ts.IsZero() || now.Sub(ts) <= e.opts.MaxAge {
+		return false
+	}
+	route := retrytopics.Route{Action: retrytopics.Done}
+	if e.opts.OnExpired != OnExpiredDrop {
+		route = retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassExpired}
+		age := now.Sub(ts).Round(time.Millisecond)
+		e.addMove(en, route, retrytopics.Failure{Class: delivery.ClassExpired, At: now,
+			Message: fmt.Sprintf("expired: the record is %s old, max_age is %s; not delivered", age, e.opts.MaxAge)})
+		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+			en.moves = en.moves[:len(en.moves)-1]
+			return false // deliver it instead: never stuck for want of an error text
+		}
+	}
+	l.wait = l.wait[1:]
+	if g := e.opts.Overload; g != nil {
+		g.Expired(e.expiredAction())
+	}
+	e.warnOnce("expired", "records older than max_age are not delivered", "max_age", e.opts.MaxAge.String(), "on_expired", e.expiredAction(), "first_id", en.origin.ID())
+	en.settled = true
+	if en.q.stage != parkStage {
+		e.settled++
+	}
+	if e.parking() && l.keyed {
+		e.afterDelivery(l, en, route)
+	}
+	return true
+}
+
+func (e *Engine) expiredAction() string {
+	if e.opts.OnExpired == OnExpiredDrop {
+		return OnExpiredDrop
+	}
+	return OnExpiredDeadLetter
+}
