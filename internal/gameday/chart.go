@@ -112,6 +112,9 @@ func chartSVG(r *Report) []byte {
 			}
 			p.Y.Label.Text = row.unit
 			p.Y.Min, p.Y.Max = 0, ymax*1.05
+			if n := len(pr.Timeline); n > 0 { // a panel without lines gets the same time axis
+				p.X.Min, p.X.Max = 0, pr.Timeline[n-1].T
+			}
 			if i == rows-1 {
 				p.X.Label.Text = "seconds since start"
 			}
