@@ -57,7 +57,11 @@ func brokerIndependent(t *testing.T) {
 
 // build compiles ./cmd/kretry from the module root into out, with -race
 // when the tests themselves run with it.
-func build(out string) error {
+func build(out string) error { return buildKretry(out, raceBuild) }
+
+// buildKretry compiles ./cmd/kretry from the module root into out, with
+// -race when race.
+func buildKretry(out string, race bool) error {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("go env GOMOD: %w", err)
@@ -67,7 +71,7 @@ func build(out string) error {
 		return errors.New("go env GOMOD: not inside a module")
 	}
 	args := []string{"build", "-o", out}
-	if raceBuild {
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, "./cmd/kretry")...)

@@ -186,7 +186,7 @@ records stay in the DLQ for audit and no longer count as waiting.`,
 )
 
 // commands in the order of the top-level usage.
-var commands = []*command{runCmd, demoCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd,
+var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd,
 	dlqListCmd, dlqShowCmd, dlqStatsCmd, dlqRedriveCmd, dlqDiscardCmd, versionCmd, helpCmd}
 
 // dlqSubcommands are the subcommands of `kretry dlq`.
@@ -328,7 +328,7 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	switch strings.Join(args, " ") {
-	case "run", "demo", "broker", "validate", "lag", "parking", "parking release", "version",
+	case "run", "demo", "gameday", "broker", "validate", "lag", "parking", "parking release", "version",
 		"dlq", "dlq list", "dlq show", "dlq stats", "dlq redrive", "dlq discard":
 		return run(ctx, append(args, "-h"), stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -18,6 +18,7 @@ var subcommands = []struct {
 }{
 	{[]string{"run"}, []string{"-c, --config FILE"}},
 	{[]string{"demo"}, []string{"--records N", "(default 2000)", "--json", "--quiet"}},
+	{[]string{"gameday"}, []string{"--quick", "--brokers HOST:PORT", "--chart FILE", "(default gameday.html)", "--json", "--peers LIST", "(default kretry,blocking)", "--quiet"}},
 	{[]string{"broker"}, []string{"--listen ADDR", "(default 127.0.0.1:9092)", "--data-dir DIR", "(default .kretry/data)", "--partitions N", "(default 3)"}},
 	{[]string{"validate"}, []string{"-c, --config FILE"}},
 	{[]string{"lag"}, []string{"-c, --config FILE", "--json", "--watch", "--interval DURATION", "(default 5s)"}},

@@ -36,6 +36,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args, stdout, stderr)
+	case "gameday":
+		return cmdGameday(ctx, args, stdout, stderr)
 	case "broker":
 		return cmdBroker(ctx, args, stdout, stderr)
 	case "validate":

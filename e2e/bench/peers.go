@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/blocking"
 	"github.com/kretry/kretry/pkg/delivery"
 )
 
@@ -89,103 +90,25 @@ func startBare(ctx context.Context, e *env) (func(), error) {
 }
 
 // (b) The blocking-retry consumer, as Dapr's Kafka component and Karafka
-// work: one goroutine per partition handles its records one at a time; a
-// transient failure is retried in place after a backoff of the kretry tier
-// delays (100ms, 200ms, 400ms), blocking the partition meanwhile; a
-// permanent failure, or a fourth failure, is written to the DLQ
-// (synchronously) and the partition moves on. Offsets are marked after
-// each record and autocommitted.
+// work (package internal/blocking, which `kretry gameday` runs too): one
+// goroutine per partition handles its records one at a time; a transient
+// failure is retried in place after a backoff of the kretry tier delays
+// (100ms, 200ms, 400ms), blocking the partition meanwhile; a permanent
+// failure, or a fourth failure, is written to the DLQ (synchronously) and
+// the partition moves on. Offsets are marked after each record and
+// autocommitted.
 func startBlocking(ctx context.Context, e *env) (func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumerGroup(e.group),
-		kgo.ConsumeTopics(e.topic), kgo.FetchMaxWait(e.fetchWait),
-		kgo.AutoCommitMarks(), kgo.AutoCommitInterval(time.Second),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return nil, err
-	}
-	dlq := e.topic + ".blocking-dlq"
-	var wg sync.WaitGroup
-	workers := map[int32]*partitionWorker{}
-	handle := func(ctx context.Context, r *kgo.Record) {
-		for attempt := 0; ; attempt++ {
-			o := e.a.handle(ctx, r.Value)
-			if o == ack {
-				break
+	return blocking.Start(ctx, blocking.Config{Brokers: e.addrs, Topic: e.topic, Group: e.group,
+		Backoffs: e.tiers, FetchMaxWait: e.fetchWait},
+		func(ctx context.Context, r *kgo.Record) error {
+			switch e.a.handle(ctx, r.Value) {
+			case failPermanent:
+				return delivery.Permanent(errPermanent)
+			case failTransient:
+				return delivery.Transient(errTransient)
 			}
-			if o == failPermanent || attempt >= len(e.tiers) {
-				d := &kgo.Record{Topic: dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				_ = cl.ProduceSync(ctx, d).FirstErr()
-				break
-			}
-			select {
-			case <-time.After(e.tiers[attempt]):
-			case <-ctx.Done():
-				return
-			}
-		}
-		cl.MarkCommitRecords(r)
-	}
-	stop := runLoop(ctx, func(ctx context.Context) {
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			fs.EachPartition(func(p kgo.FetchTopicPartition) {
-				if len(p.Records) == 0 {
-					return
-				}
-				w := workers[p.Partition]
-				if w == nil {
-					w = newPartitionWorker()
-					workers[p.Partition] = w
-					wg.Go(func() { w.run(ctx, handle) })
-				}
-				w.push(p.Records)
-			})
-		}
-	})
-	return func() { stop(); wg.Wait(); cl.Close() }, nil
-}
-
-// partitionWorker is one partition's queue and goroutine. The queue is
-// unbounded so that a blocked partition never stalls the poll loop (and so
-// the other partitions); the bench's record counts bound it.
-type partitionWorker struct {
-	mu   sync.Mutex
-	q    []*kgo.Record
-	wake chan struct{}
-}
-
-func newPartitionWorker() *partitionWorker {
-	return &partitionWorker{wake: make(chan struct{}, 1)}
-}
-
-func (w *partitionWorker) push(rs []*kgo.Record) {
-	w.mu.Lock()
-	w.q = append(w.q, rs...)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *partitionWorker) run(ctx context.Context, handle func(context.Context, *kgo.Record)) {
-	for {
-		w.mu.Lock()
-		q := w.q
-		w.q = nil
-		w.mu.Unlock()
-		for _, r := range q {
-			if ctx.Err() != nil {
-				return
-			}
-			handle(ctx, r)
-		}
-		select {
-		case <-w.wake:
-		case <-ctx.Done():
-			return
-		}
-	}
+			return nil
+		})
 }
 
 // (f) The bare consume-and-POST loop: poll up to 4 × MaxInFlight records,
