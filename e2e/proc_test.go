@@ -317,6 +317,9 @@ type runConfig struct {
 	Tiers       []string
 	MaxInFlight int    // 0 keeps the default
 	Ordering    string // "" keeps the default
+	// NoGuard turns the systemic-failure guard off (guard.enabled: false),
+	// for tests that dead-letter many records of many keys on purpose.
+	NoGuard bool
 }
 
 // writeConfig writes a config for `kretry run` into a temporary dir and
@@ -337,6 +340,9 @@ func writeConfig(t *testing.T, c runConfig) string {
 	b.WriteString("topics:\n  - name: orders\n")
 	if c.Ordering != "" {
 		fmt.Fprintf(&b, "    ordering: %s\n", c.Ordering)
+	}
+	if c.NoGuard {
+		b.WriteString("    guard: {enabled: false}\n")
 	}
 	b.WriteString("    retry:\n")
 	fmt.Fprintf(&b, "      tiers: [%s]\n      jitter: 0\n", strings.Join(c.Tiers, ", "))
