@@ -90,6 +90,7 @@ func main() {
 		scaleKeys  = flag.Int("scale-keys", 100000, "-scale: blocked keys")
 		scaleParts = flag.Int("scale-partitions", 1000, "-scale: source partitions of the large case")
 		scaleRecs  = flag.Int("scale-records", 100000, "-scale: healthy records of each case's flow phase")
+		scaleLimit = flag.Duration("scale-limit", 3*time.Minute, "-scale: time limit of each phase (a phase stopped by it reports what it did)")
 		inproc     = flag.Bool("inproc-broker", false, "run the broker in this process (its CPU then counts in the peers' CPU)")
 		peerList   = flag.String("peers", "", "comma-separated peers to run (default all)")
 		wlList     = flag.String("workloads", "", "comma-separated workloads to run (default all)")
@@ -147,7 +148,7 @@ func main() {
 		commitIvl:   *commitIvl,
 	}
 	if *scale {
-		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs)
+		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit)
 	} else {
 		err = run(ctx, cfg, kinds, split(*peerList), split(*wlList), !*noMem)
 	}

@@ -28,7 +28,7 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 		"p50", "p99", "p99 ×own healthy", "retry late p99 paced", "retry late p99 drain", "CPU s/100k", "broker CPU s/100k", "notes"}}
 	for _, r := range rs {
 		if r.err != nil {
-			rows = append(rows, []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + r.err.Error()})
+			rows = append(rows, []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + short(r.err)})
 			continue
 		}
 		xb, xo, xp := "–", "–", "–"
@@ -89,6 +89,16 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 		fmt.Fprintf(out, "  per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
 		fmt.Fprintf(out, "  per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
 	}
+}
+
+// short is the first line of err, at most 160 characters, for a table
+// cell (the whole error went to stderr as the run failed).
+func short(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if utf8.RuneCountInString(s) > 160 {
+		s = string([]rune(s)[:160]) + "…"
+	}
+	return s
 }
 
 type finder func(wl, peer string) *result

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,9 +47,10 @@ type scaleResult struct {
 	flowRate, flowCPU    float64
 	heapAfter            uint64 // bytes, live heap after the flow phase
 	blockedSeen, records int64
+	notes                []string
 }
 
-func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, records int) error {
+func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, records int, limit time.Duration) error {
 	cases := []scaleCase{{partitions, 0}, {bigParts, 0}, {partitions, keys}, {bigParts, keys}}
 	fmt.Printf("kretry bench -scale: %d flow records per case; blocked keys %d; partitions %d and %d\n", records, keys, partitions, bigParts)
 	fmt.Printf("machine: %s\n", machine())
@@ -65,7 +67,7 @@ func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, 
 					continue
 				}
 				fmt.Fprintf(os.Stderr, "%-8s scale %-6s %5d partitions, %6d blocked keys … ", kind, peer, c.partitions, c.blocked)
-				r := runScaleCase(ctx, cfg, s, c, peer, records)
+				r := runScaleCase(ctx, cfg, s, c, peer, records, limit)
 				if r.err != nil {
 					fmt.Fprintf(os.Stderr, "error: %v\n", r.err)
 				} else {
@@ -105,7 +107,7 @@ func (h *scaleHandler) handle(value []byte, attempt int) error {
 	return nil
 }
 
-func runScaleCase(ctx context.Context, cfg *config, s *site, c scaleCase, peer string, records int) *scaleResult {
+func runScaleCase(ctx context.Context, cfg *config, s *site, c scaleCase, peer string, records int, limit time.Duration) *scaleResult {
 	r := &scaleResult{c: c, peer: peer}
 	b, err := s.broker(c.partitions)
 	if err != nil {
@@ -133,7 +135,7 @@ func runScaleCase(ctx context.Context, cfg *config, s *site, c scaleCase, peer s
 		return r
 	}
 	defer stop()
-	r.err = scalePhases(ctx, r, prod, b.topic, h, st, start, records, heap0)
+	r.err = scalePhases(ctx, r, prod, b.topic, h, st, start, records, heap0, limit)
 	return r
 }
 
@@ -165,7 +167,7 @@ func startScalePeer(ctx context.Context, cfg *config, b *benchBroker, peer strin
 // scalePhases runs the block phase (kretry with blocked keys) and the flow
 // phase, filling r.
 func scalePhases(ctx context.Context, r *scaleResult, prod *kgo.Client, topic string, h *scaleHandler, st *engine.Stats,
-	start time.Time, records int, heap0 uint64) error {
+	start time.Time, records int, heap0 uint64, limit time.Duration) error {
 	parts := int32(r.c.partitions)
 	produce := func(n int, rec func(i int) *kgo.Record) error {
 		if err := prod.BeginTransaction(); err != nil {
@@ -189,20 +191,25 @@ func scalePhases(ctx context.Context, r *scaleResult, prod *kgo.Client, topic st
 		}); err != nil {
 			return fmt.Errorf("producing the blocking records: %w", err)
 		}
-		if err := waitFor(ctx, 5*time.Minute, "blocked keys", func() bool {
+		done := waitFor(ctx, limit, func() bool {
 			return st.BlockedKeys.Load() >= int64(r.c.blocked) && st.Retried[0].Load() >= int64(r.c.blocked)
-		}); err != nil {
-			return err
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		end := time.Now().UnixNano()
 		cpu1 := processCPU()
-		r.join = time.Duration(h.headFirst.Load() - start.UnixNano())
-		if d := end - h.headFirst.Load(); d > 0 {
-			r.blockRate = float64(r.c.blocked) / (float64(d) / 1e9)
+		moved := min(st.Retried[0].Load(), int64(r.c.blocked))
+		if !done {
+			r.notes = append(r.notes, fmt.Sprintf("block phase stopped after %v: %d of %d keys blocked", limit, moved, r.c.blocked))
 		}
-		// cpu0 was read before producing; the producer's part is small
-		// next to the moves but counted (noted in PERFORMANCE.md).
-		r.blockCPU = (cpu1 - cpu0).Seconds() / float64(r.c.blocked) * 1e5
+		r.join = time.Duration(h.headFirst.Load() - start.UnixNano())
+		if d := end - h.headFirst.Load(); d > 0 && moved > 0 {
+			r.blockRate = float64(moved) / (float64(d) / 1e9)
+			// cpu0 was read before producing; the producer's part is
+			// small next to the moves but counted (PERFORMANCE.md).
+			r.blockCPU = (cpu1 - cpu0).Seconds() / float64(moved) * 1e5
+		}
 		r.blockedSeen = st.BlockedKeys.Load()
 		r.perBlockedKey = (float64(liveHeap()) - float64(heap1)) / float64(r.c.blocked)
 	}
@@ -215,38 +222,45 @@ func scalePhases(ctx context.Context, r *scaleResult, prod *kgo.Client, topic st
 	}
 	cpu := startSampler(func() time.Duration { return 0 }, func() time.Duration { return 0 })
 	defer cpu.close()
-	if err := waitFor(ctx, 5*time.Minute, "flow records", func() bool { return h.flow.Load() >= int64(records) }); err != nil {
-		return err
+	done := waitFor(ctx, limit, func() bool { return h.flow.Load() >= int64(records) })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	n := h.flow.Load()
+	if !done {
+		r.notes = append(r.notes, fmt.Sprintf("flow phase stopped after %v: %d of %d records", limit, n, records))
 	}
 	first, last := h.first.Load(), h.last.Load()
 	if r.c.blocked == 0 {
 		r.join = time.Duration(first - start.UnixNano())
 	}
-	if d := last - first; d > 0 {
-		r.flowRate = float64(records) / (float64(d) / 1e9)
+	if d := last - first; d > 0 && n > 0 {
+		r.flowRate = float64(n) / (float64(d) / 1e9)
+		c0, _ := cpu.at(first)
+		c1, _ := cpu.at(last)
+		r.flowCPU = (c1 - c0).Seconds() / float64(n) * 1e5
 	}
-	c0, _ := cpu.at(first)
-	c1, _ := cpu.at(last)
-	r.flowCPU = (c1 - c0).Seconds() / float64(records) * 1e5
 	r.records = h.flow.Load()
-	r.heapAfter = liveHeap() - min(heap0, liveHeap())
+	h2 := liveHeap()
+	r.heapAfter = h2 - min(heap0, h2)
 	return nil
 }
 
-// waitFor polls cond every 10ms until it holds, ctx ends or d passes.
-func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool) error {
+// waitFor polls cond every 10ms until it holds (true), or ctx ends or d
+// passes (false).
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", d, what)
+			return false
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return nil
+	return true
 }
 
 func reportScale(rs []*scaleResult) {
@@ -254,7 +268,7 @@ func reportScale(rs []*scaleResult) {
 		"bytes per blocked key", "flow rec/s", "flow CPU s/100k", "heap growth MiB", "notes"}}
 	for _, r := range rs {
 		if r.err != nil {
-			rows = append(rows, []string{r.peer, fmt.Sprint(r.c.partitions), fmt.Sprint(r.c.blocked), "", "", "", "", "", "", "", "error: " + r.err.Error()})
+			rows = append(rows, []string{r.peer, fmt.Sprint(r.c.partitions), fmt.Sprint(r.c.blocked), "", "", "", "", "", "", "", "error: " + short(r.err)})
 			continue
 		}
 		blk, bcpu, per := "–", "–", "–"
@@ -262,7 +276,7 @@ func reportScale(rs []*scaleResult) {
 			blk, bcpu, per = fmt.Sprintf("%.0f", r.blockRate), fmt.Sprintf("%.2f", r.blockCPU), fmt.Sprintf("%.0f", r.perBlockedKey)
 		}
 		rows = append(rows, []string{r.peer, fmt.Sprint(r.c.partitions), fmt.Sprint(r.c.blocked), ms(r.join), blk, bcpu, per,
-			fmt.Sprintf("%.0f", r.flowRate), fmt.Sprintf("%.2f", r.flowCPU), fmt.Sprintf("%.1f", float64(r.heapAfter)/(1<<20)), ""})
+			fmt.Sprintf("%.0f", r.flowRate), fmt.Sprintf("%.2f", r.flowCPU), fmt.Sprintf("%.1f", float64(r.heapAfter)/(1<<20)), strings.Join(r.notes, "; ")})
 	}
 	markdown(os.Stdout, rows)
 }

@@ -8,6 +8,8 @@ import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.retrytopic.RetryTopicConfiguration;
 import org.springframework.kafka.retrytopic.RetryTopicConfigurationBuilder;
+import org.springframework.scheduling.TaskScheduler;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 
 /**
  * Spring Kafka's non-blocking retries, configured programmatically (the
@@ -24,6 +26,14 @@ import org.springframework.kafka.retrytopic.RetryTopicConfigurationBuilder;
 @Configuration
 @EnableKafkaRetryTopic
 class RetryTopicPeer {
+    /** The retry topics' back-off manager needs one (Spring Boot would supply it). */
+    @Bean
+    TaskScheduler taskScheduler() {
+        var s = new ThreadPoolTaskScheduler();
+        s.setThreadNamePrefix("retry-topic-");
+        return s;
+    }
+
     @Bean
     ConcurrentKafkaListenerContainerFactory<byte[], byte[]> kafkaListenerContainerFactory(
             ConsumerFactory<byte[], byte[]> cf, Settings s) {
