@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
@@ -179,12 +180,12 @@ func split(s string) []string {
 
 func run(ctx context.Context, cfg *config, kinds []string, onlyPeers, onlyWorkloads []string, mem bool) error {
 	start := time.Now()
-	fmt.Printf("kretry bench: %d backlog + %d paced records per run at %.0f records/s, %d partitions, %d keys, MaxInFlight %d, tiers/backoff %v\n",
+	fmt.Printf("    kretry bench: %d backlog + %d paced records per run at %.0f records/s, %d partitions, %d keys, MaxInFlight %d, tiers/backoff %v\n",
 		cfg.records, cfg.paced, cfg.rate, partitions, numKeys, cfg.maxInFlight, cfg.tiers)
-	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("    machine: %s\n", machine())
 	for _, p := range peers {
 		if len(onlyPeers) == 0 || slices.Contains(onlyPeers, p.name) {
-			fmt.Printf("  %-12s %s\n", p.name, p.desc)
+			fmt.Printf("      %-12s %s\n", p.name, p.desc)
 		}
 	}
 	for _, kind := range kinds {
@@ -192,7 +193,7 @@ func run(ctx context.Context, cfg *config, kinds []string, onlyPeers, onlyWorklo
 			return err
 		}
 	}
-	fmt.Printf("\ntotal %.0fs\n", time.Since(start).Seconds())
+	fmt.Printf("\n    total %.0fs\n", time.Since(start).Seconds())
 	return nil
 }
 
@@ -205,7 +206,7 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 	}
 	defer s.close()
 	t0 := time.Now()
-	fmt.Printf("\n## broker: %s\n\n%s\nload before: %s\n\n", kind, s.describe(), loadAvg())
+	fmt.Printf("\n#### broker: %s\n\n    %s\n    load before: %s\n\n", kind, s.describe(), loadAvg())
 	var results []*result
 	for _, w := range workloads {
 		if len(onlyWorkloads) > 0 && !slices.Contains(onlyWorkloads, w.name) {
@@ -246,7 +247,7 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 		}
 	}
 	report(os.Stdout, cfg, s, results, m)
-	fmt.Printf("\nload after: %s; table took %.0fs\n", loadAvg(), time.Since(t0).Seconds())
+	fmt.Printf("\n    load after: %s; table took %.0fs\n", loadAvg(), time.Since(t0).Seconds())
 	return nil
 }
 
@@ -408,9 +409,24 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/1e6)
 }
 
+// machine describes the machine and the commit the run measures.
 func machine() string {
-	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s memory, %s %s/%s", runtime.NumCPU(), runtime.GOMAXPROCS(0),
-		memTotal(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s memory, %s %s/%s; commit %s", runtime.NumCPU(), runtime.GOMAXPROCS(0),
+		memTotal(), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit())
+}
+
+// commit is the repository's HEAD (git), marked when the work tree has
+// changes.
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=10", "HEAD").Output()
+	if err != nil {
+		return "unknown (no git)"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += " with uncommitted changes"
+	}
+	return c
 }
 
 func memTotal() string {

@@ -71,11 +71,11 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 	var kr []string
 	for _, r := range rs {
 		if r.txns != "" {
-			kr = append(kr, fmt.Sprintf("  %-9s %-12s join→first source fetch %s; %s", r.w.name, r.p.name, ms(r.joinDelay), r.txns))
+			kr = append(kr, fmt.Sprintf("      %-9s %-12s join→first source fetch %s; %s", r.w.name, r.p.name, ms(r.joinDelay), r.txns))
 		}
 	}
 	if len(kr) > 0 {
-		fmt.Fprintln(out, "\nkretry transactions (backlog and paced phases):")
+		fmt.Fprintln(out, "\n    kretry transactions (backlog and paced phases):")
 		for _, l := range kr {
 			fmt.Fprintln(out, l)
 		}
@@ -84,10 +84,10 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 	reportRatios(out, find, ratio)
 	reportTargets(out, find, m)
 	if m != nil {
-		fmt.Fprintf(out, "\nmemory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
+		fmt.Fprintf(out, "\n    memory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
 			m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
-		fmt.Fprintf(out, "  per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
-		fmt.Fprintf(out, "  per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
+		fmt.Fprintf(out, "      per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
+		fmt.Fprintf(out, "      per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
 	}
 }
 
@@ -111,12 +111,12 @@ var (
 )
 
 func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
-	fmt.Fprintln(out, "\nratios:")
+	fmt.Fprintln(out, "\n    ratios:")
 	line := func(what string, a, b *result, f func(*result) float64) {
 		if a == nil || b == nil {
 			return
 		}
-		fmt.Fprintf(out, "  %-62s %s\n", what, ratio(f(a), f(b)))
+		fmt.Fprintf(out, "      %-62s %s\n", what, ratio(f(a), f(b)))
 	}
 	line("healthy: kretry in-process / bare (rec/s)", find("healthy", "kretry"), find("healthy", "bare"), thr)
 	line("healthy: kretry in-process / watermill (rec/s)", find("healthy", "kretry"), find("healthy", "watermill"), thr)
@@ -136,7 +136,7 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 	for _, pn := range []string{"bare", "blocking", "watermill", "kretry", "kretry-http", "bare-post", "spring-retry", "spring-block"} {
 		a, b := find("slow-key", pn), find("healthy", pn)
 		if a != nil && b != nil {
-			fmt.Fprintf(out, "  %-62s %s\n", "slow-key: "+pn+" other keys' rec/s / no-slow-key rec/s", ratio(hthr(a), thr(b)))
+			fmt.Fprintf(out, "      %-62s %s\n", "slow-key: "+pn+" other keys' rec/s / no-slow-key rec/s", ratio(hthr(a), thr(b)))
 		}
 	}
 	line("1%-keys: kretry healthy-key p99 / own healthy p99", find("1%-keys", "kretry"), find("healthy", "kretry"), p99)
@@ -154,7 +154,7 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 // reportTargets prints issue 10's speed targets (and issue 3's) as PASS or
 // MISS.
 func reportTargets(out io.Writer, find finder, m *memResult) {
-	fmt.Fprintln(out, "\ntargets (issue 10; issue 3 for 1%-keys):")
+	fmt.Fprintln(out, "\n    targets (issue 10; issue 3 for 1%-keys):")
 	verdict := func(ok bool) string {
 		if ok {
 			return "PASS"
@@ -163,18 +163,18 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 	}
 	target := func(what string, a, b *result, f, g func(*result) float64, ok func(float64) bool, want string) {
 		if a == nil || b == nil || g(b) == 0 {
-			fmt.Fprintf(out, "  n/a   %s (not run)\n", what)
+			fmt.Fprintf(out, "      n/a   %s (not run)\n", what)
 			return
 		}
 		v := f(a) / g(b)
-		fmt.Fprintf(out, "  %s  %-68s %.2f× (want %s)\n", verdict(ok(v)), what, v, want)
+		fmt.Fprintf(out, "      %s  %-68s %.2f× (want %s)\n", verdict(ok(v)), what, v, want)
 	}
 	atLeast := func(w float64) func(float64) bool { return func(v float64) bool { return v >= w } }
 	atMost := func(w float64) func(float64) bool { return func(v float64) bool { return v > 0 && v <= w } }
 	target("healthy: kretry in-process ≥ 1.5× watermill (rec/s)", find("healthy", "kretry"), find("healthy", "watermill"), thr, thr, atLeast(1.5), "≥ 1.5×")
 	if r := find("healthy", "kretry"); r != nil {
 		us := r.cpuPer100k * 10 // CPU s per 100k records → µs per record
-		fmt.Fprintf(out, "  %s  %-68s %.2fµs (want ≤ 3µs)\n", verdict(us > 0 && us <= 3), "healthy: kretry in-process CPU per record ≤ 3µs", us)
+		fmt.Fprintf(out, "      %s  %-68s %.2fµs (want ≤ 3µs)\n", verdict(us > 0 && us <= 3), "healthy: kretry in-process CPU per record ≤ 3µs", us)
 	}
 	target("healthy: kretry HTTP ≥ 0.95× bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), thr, thr, atLeast(0.95), "≥ 0.95×")
 	target("failures: kretry healthy-key p99 ≤ 1.3× own no-failure p99", find("failures", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.3), "≤ 1.3×")
@@ -191,15 +191,15 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 				phase string
 				d     time.Duration
 			}{{"paced", r.lateP99Paced}, {"backlog drain", r.lateP99Drain}} {
-				fmt.Fprintf(out, "  %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
+				fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
 					fmt.Sprintf("%s: %s retry lateness p99 ≤ 100ms, %s", wl, pn, c.phase), ms(c.d))
 			}
 		}
 	}
 	if m != nil {
-		fmt.Fprintf(out, "  %s  %-68s %.0f bytes (want ≤ 1024)\n", verdict(m.perBlockedKey <= 1024), "memory: per blocked key ≤ 1 KB", m.perBlockedKey)
+		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 1024)\n", verdict(m.perBlockedKey <= 1024), "memory: per blocked key ≤ 1 KB", m.perBlockedKey)
 		beyond := m.perParkedRecord - float64(m.keyBytes+m.valueBytes)
-		fmt.Fprintf(out, "  %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
+		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
 	}
 	target("issue 3, 1% of keys failing: kretry healthy-key p99 ≤ 1.5× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.5), "≤ 1.5×")
 	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), hthr, thr, atLeast(0.9), "≥ 0.9×")

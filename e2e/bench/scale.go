@@ -52,14 +52,14 @@ type scaleResult struct {
 
 func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, records int, limit time.Duration) error {
 	cases := []scaleCase{{partitions, 0}, {bigParts, 0}, {partitions, keys}, {bigParts, keys}}
-	fmt.Printf("kretry bench -scale: %d flow records per case; blocked keys %d; partitions %d and %d\n", records, keys, partitions, bigParts)
-	fmt.Printf("machine: %s\n", machine())
+	fmt.Printf("    kretry bench -scale: %d flow records per case; blocked keys %d; partitions %d and %d\n", records, keys, partitions, bigParts)
+	fmt.Printf("    machine: %s\n", machine())
 	for _, kind := range kinds {
 		s, err := openSite(ctx, kind, cfg.inproc)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\n## broker: %s\n\n%s\nload before: %s\n\n", kind, s.describe(), loadAvg())
+		fmt.Printf("\n#### broker: %s\n\n    %s\n    load before: %s\n\n", kind, s.describe(), loadAvg())
 		var rs []*scaleResult
 		for _, c := range cases {
 			for _, peer := range []string{"kretry", "bare"} {
@@ -78,7 +78,7 @@ func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, 
 		}
 		s.close()
 		reportScale(rs)
-		fmt.Printf("\nload after: %s\n", loadAvg())
+		fmt.Printf("\n    load after: %s\n", loadAvg())
 	}
 	return nil
 }
