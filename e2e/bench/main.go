@@ -72,6 +72,7 @@ type config struct {
 	rate           float64
 	inproc         bool
 	verbose        bool
+	newTopics      bool // kretry peers create their stage topics themselves
 	maxInFlight    int
 	tiers          []time.Duration
 	fetchWait      time.Duration
@@ -97,9 +98,10 @@ func main() {
 		wlList     = flag.String("workloads", "", "comma-separated workloads to run (default all)")
 		noMem      = flag.Bool("no-memory", false, "skip the memory micro-measure")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file")
-		verbose    = flag.Bool("v", false, "log the peers' warnings")
+		verbose    = flag.Bool("v", false, "log the peers' warnings (BENCH_LOG=info: kretry's info lines too, such as a transaction aborted by a rebalance)")
 		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, max(4096, 32 × MaxInFlight))")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
+		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		fetchWait  = flag.Duration("fetch-wait", 250*time.Millisecond, "fetch max wait of every peer (kretry's default is 250ms)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
@@ -126,6 +128,9 @@ func main() {
 	lvl := slog.LevelError
 	if *verbose {
 		lvl = slog.LevelWarn
+		if os.Getenv("BENCH_LOG") == "info" {
+			lvl = slog.LevelInfo
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	if *cpuprofile != "" {
@@ -140,7 +145,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cfg := &config{
-		records: *records, paced: *paced, rate: *rate, inproc: *inproc,
+		records: *records, paced: *paced, rate: *rate, inproc: *inproc, verbose: *verbose, newTopics: *newTopics,
 		maxInFlight: 64,
 		tiers:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
 		fetchWait:   *fetchWait,
@@ -285,6 +290,7 @@ type result struct {
 	joinDelay                time.Duration // peer start → first fetch of the source
 	txns                     string        // kretry: transaction summary
 	peerRSS                  int64         // JVM peers: peak RSS, bytes
+	peerJIT                  time.Duration // JVM peers: JIT compiler CPU over the JVM's life
 }
 
 func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr *peer) (*result, error) {
@@ -302,6 +308,13 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	created, err := createTopics(ctx, adm, partitions, topic, topic+".blocking-dlq", topic+".poison")
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(pr.name, "kretry") && !cfg.newTopics {
+		// kretry's tier, parking and DLQ topics exist, as after a
+		// deployment's first start (see -kretry-new-topics).
+		if _, err := createTopics(ctx, adm, partitions, kretryStageTopics(topic, cfg.tiers)...); err != nil {
+			return nil, err
+		}
 	}
 	a := newApp(p, cfg.tiers[0])
 	e := &env{addrs: b.addrs, topic: topic, partitions: partitions, group: topic + "-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
@@ -402,6 +415,7 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	r.dropped, r.dupes = a.dropped.Load(), a.dupes.Load()
 	r.txns = e.obs.summary()
 	r.peerRSS = e.peerRSS.Load()
+	r.peerJIT = time.Duration(e.peerJIT.Load())
 	return r, nil
 }
 

@@ -57,7 +57,7 @@ func measureMemory(ctx context.Context, s *site, keys, perKey int, log *slog.Log
 		return nil, err
 	}
 	defer cl.Close()
-	if _, err := createTopics(ctx, cl, partitions, topic); err != nil {
+	if _, err := createTopics(ctx, cl, partitions, append([]string{topic}, kretryStageTopics(topic, []time.Duration{time.Minute})...)...); err != nil {
 		return nil, err
 	}
 	h := delivery.HandlerFunc(func(_ context.Context, m *delivery.Message) error {

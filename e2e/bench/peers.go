@@ -34,6 +34,7 @@ type env struct {
 	obs         *txnObserver  // kretry only
 	peerPID     atomic.Int64  // JVM peers: the JVM's pid, for its CPU
 	peerRSS     atomic.Int64  // JVM peers: peak RSS in bytes, read at stop
+	peerJIT     atomic.Int64  // JVM peers: JIT compiler threads' CPU (ns) over the JVM's life, read at stop
 }
 
 // peerCPU is the CPU time of the peer's JVM, 0 for the in-process peers.

@@ -63,6 +63,9 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 		if r.peerRSS > 0 {
 			notes = append(notes, fmt.Sprintf("JVM peak RSS %.0f MiB", float64(r.peerRSS)/(1<<20)))
 		}
+		if r.peerJIT > 0 {
+			notes = append(notes, fmt.Sprintf("JIT %.1fs CPU over the JVM's life", r.peerJIT.Seconds()))
+		}
 		rows = append(rows, []string{r.w.name, r.p.name, fmt.Sprintf("%.0f", r.recPerSec), xb, fmt.Sprintf("%.0f", r.healthyPerSec), xo,
 			ms(r.p50), ms(r.p99), xp, late, drain, fmt.Sprintf("%.2f", r.cpuPer100k), brk, strings.Join(notes, "; ")})
 	}

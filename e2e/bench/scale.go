@@ -37,6 +37,10 @@ import (
 // baseline. CPU is this process's (getrusage); the broker is not counted.
 type scaleCase struct{ partitions, blocked int }
 
+// scaleTiers: one tier, long enough that a blocked key stays blocked for
+// the whole case.
+var scaleTiers = []time.Duration{10 * time.Minute}
+
 type scaleResult struct {
 	c                    scaleCase
 	peer                 string
@@ -122,7 +126,11 @@ func runScaleCase(ctx context.Context, cfg *config, s *site, c scaleCase, peer s
 		return r
 	}
 	defer prod.Close()
-	if _, err := createTopics(ctx, prod, c.partitions, b.topic); err != nil {
+	topics := []string{b.topic}
+	if peer == "kretry" && !cfg.newTopics {
+		topics = append(topics, kretryStageTopics(b.topic, scaleTiers)...) // as after a first start
+	}
+	if _, err := createTopics(ctx, prod, c.partitions, topics...); err != nil {
 		r.err = err
 		return r
 	}
@@ -142,7 +150,7 @@ func runScaleCase(ctx context.Context, cfg *config, s *site, c scaleCase, peer s
 // startScalePeer starts kretry (st: its Stats) or the bare consumer (st nil).
 func startScalePeer(ctx context.Context, cfg *config, b *benchBroker, peer string, h *scaleHandler) (func(), *engine.Stats, error) {
 	e := &env{addrs: b.addrs, topic: b.topic, group: b.topic + "-" + peer, maxInFlight: cfg.maxInFlight,
-		tiers: []time.Duration{10 * time.Minute}, fetchWait: cfg.fetchWait, log: cfg.log, obs: &txnObserver{}}
+		tiers: scaleTiers, fetchWait: cfg.fetchWait, log: cfg.log, obs: &txnObserver{}}
 	if peer == "bare" {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.ConsumerGroup(e.group), kgo.ConsumeTopics(e.topic),
 			kgo.FetchMaxWait(e.fetchWait), kgo.FetchIsolationLevel(kgo.ReadCommitted()))

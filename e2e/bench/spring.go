@@ -162,13 +162,21 @@ func runJVM(e *env, args []string) (func(), error) {
 	e.peerPID.Store(int64(cmd.Process.Pid))
 	ready := make(chan struct{})
 	var tail atomic.Pointer[string]
-	go watchStderr(stderr, ready, &tail, e.verbose)
-	eventsDone := make(chan error, 1)
-	go func() { eventsDone <- readEvents(stdout, e.a) }()
+	stderrDone := make(chan struct{})
+	go func() { watchStderr(stderr, ready, &tail, e.verbose); close(stderrDone) }()
+	// Wait closes the pipes: it may run only once both streams are read
+	// to their end (os/exec).
+	var eventsErr error
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		eventsErr = readEvents(stdout, e.a)
+		_, _ = io.Copy(io.Discard, stdout) // after a bad frame, keep the JVM from blocking on a full pipe
+		<-stderrDone
+		exited <- cmd.Wait()
+	}()
 	stop := func() {
 		e.peerRSS.Store(procPeakRSS(cmd.Process.Pid))
+		e.peerJIT.Store(int64(jitCPU(cmd.Process.Pid)))
 		_ = stdin.Close()
 		select {
 		case <-exited:
@@ -176,8 +184,8 @@ func runJVM(e *env, args []string) (func(), error) {
 			_ = cmd.Process.Kill()
 			<-exited
 		}
-		if err := <-eventsDone; err != nil {
-			e.log.Error("Spring peer events", "err", err)
+		if eventsErr != nil {
+			e.log.Error("Spring peer events", "err", eventsErr)
 		}
 	}
 	select {
@@ -249,6 +257,27 @@ func readEvents(r io.Reader, a *app) error {
 			return fmt.Errorf("event kind %q: unknown", f[0])
 		}
 	}
+}
+
+// jitCPU is the CPU time the JVM's JIT compiler threads (C1 and C2
+// CompilerThread…) have used since it started, from /proc/<pid>/task: the
+// share of a short run's JVM CPU that a long-running service pays once.
+func jitCPU(pid int) time.Duration {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", pid, t.Name()))
+		if err != nil || !strings.Contains(string(comm), "CompilerThre") {
+			continue
+		}
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			total += procCPU(tid) // /proc/<tid>/stat is the thread's own
+		}
+	}
+	return total
 }
 
 // procPeakRSS is process pid's peak resident set size in bytes (VmHWM in
