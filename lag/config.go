@@ -1,23 +1,23 @@
 package lag
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/retrytopics"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
-// Stage names, as the engine's Observer events spell them. A tier is
-// "tier-1", "tier-2", … (see TierStage).
+// Stage names (flow.Stage), as the rows, the metrics and the engine's
+// Observer events spell them. A tier is "tier-1", "tier-2", … (see
+// TierStage).
 const (
-	StageSource  = "source"
-	StageParking = "parking"
-	StageDLQ     = "dlq"
+	StageSource  = string(flow.StageSource)
+	StageParking = string(flow.StageParking)
+	StageDLQ     = string(flow.StageDLQ)
 )
 
-// TierStage names tier i (1-based): "tier-1", "tier-2", ….
-func TierStage(i int) string { return "tier-" + strconv.Itoa(i) }
+// TierStage names tier i (1-based): "tier-1", "tier-2", … (flow.TierStage).
+func TierStage(i int) string { return string(flow.TierStage(i)) }
 
 // Defaults used where a Config field is zero.
 const (
@@ -96,14 +96,16 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// FromConfig derives the Monitor's Config from a validated kretry config:
-// per configured topic, its group reading committed the source, each tier
-// and (when ordering is key or partition) the parking topic, whose Wait is
-// the sum of the tiers' (a parked record waits for its key's head to pass
-// them all; with on_dead_letter hold it waits for an operator, which the
-// status reports as a stall on purpose); its DLQ; the
-// further groups of lag.groups; and lag.interval, lag.timeout, lag.window,
-// lag.dlq_group and metrics.per_partition.
+// FromConfig derives the Monitor's Config from a loaded (defaulted and
+// validated) kretry config: per configured topic, its group reading
+// committed the stages of the topic's plan (config.Topic.Plan, the one the
+// engine runs: the source and each tier, whose Wait is the tier's longest
+// jittered delay, retrytopics.Plan.LongestDelay) and, when the ordering
+// parks, its parking topic, whose Wait is the sum of the tiers' (a parked
+// record waits for its key's head to pass them all; with on_dead_letter
+// hold it waits for an operator, which the status reports as a stall on
+// purpose); its DLQ; the further groups of lag.groups; and lag.interval,
+// lag.timeout, lag.window, lag.dlq_group and metrics.per_partition.
 func FromConfig(c *config.Config) Config {
 	out := Config{
 		DLQGroup:     c.Lag.DLQGroup,
@@ -113,31 +115,20 @@ func FromConfig(c *config.Config) Config {
 		PerPartition: c.Metrics.PerPartition,
 	}
 	for _, t := range c.Topics {
-		jitter := 0.0
-		if t.Retry.Jitter != nil {
-			jitter = *t.Retry.Jitter
-		}
+		plan := t.Plan()
 		g := Group{Name: t.Group, ReadCommitted: true}
-		g.Topics = append(g.Topics, Topic{Name: t.Name, Source: t.Name, Stage: StageSource})
+		g.Topics = append(g.Topics, Topic{Name: plan.Source, Source: plan.Source, Stage: StageSource})
 		var total time.Duration
-		for i, d := range t.Retry.Tiers {
-			wait := d + time.Duration(jitter*float64(d))
+		for i, tier := range plan.Tiers {
+			wait := plan.LongestDelay(i)
 			total += wait
-			name := retrytopics.TierTopic(t.Name, d)
-			if i < len(t.Retry.Topics) {
-				name = t.Retry.Topics[i]
-			}
-			g.Topics = append(g.Topics, Topic{Name: name, Source: t.Name, Stage: TierStage(i + 1), Wait: wait})
+			g.Topics = append(g.Topics, Topic{Name: tier.Topic, Source: plan.Source, Stage: TierStage(i + 1), Wait: wait})
 		}
-		if t.Ordering == config.OrderingKey || t.Ordering == config.OrderingPartition {
-			name := t.Parking.Topic
-			if name == "" {
-				name = retrytopics.ParkingTopic(t.Name)
-			}
-			g.Topics = append(g.Topics, Topic{Name: name, Source: t.Name, Stage: StageParking, Wait: total})
+		if t.Ordering.Parks() {
+			g.Topics = append(g.Topics, Topic{Name: t.Parking.Topic, Source: plan.Source, Stage: StageParking, Wait: total})
 		}
 		out.Groups = append(out.Groups, g)
-		out.DLQs = append(out.DLQs, DLQ{Topic: t.DLQ.Topic, Source: t.Name})
+		out.DLQs = append(out.DLQs, DLQ{Topic: plan.DLQ, Source: plan.Source})
 	}
 	for _, g := range c.Lag.Groups {
 		out.Groups = append(out.Groups, Group{Name: g.Name, ReadCommitted: g.ReadCommitted})

@@ -148,8 +148,34 @@ func (c *cluster) produceTxn(topic string, partition int32, n int, ts time.Time,
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(*commit)); err != nil {
 		c.t.Fatal(err)
 	}
+	c.waitMarker(cl, topic, partition)
 	cl.Close()
 	return nil
+}
+
+// waitMarker waits until the transaction's marker is in topic/partition:
+// Kafka's EndTxn answers once the coordinator has decided, and writes the
+// markers to the partitions after (kfake before it answers), so until
+// then the last stable offset stays at the transaction's first record.
+// The marker is in when the last stable offset reaches the high watermark.
+func (c *cluster) waitMarker(cl *kgo.Client, topic string, partition int32) {
+	c.t.Helper()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hwm, err1 := adm.ListEndOffsets(ctx, topic)
+		lso, err2 := adm.ListCommittedOffsets(ctx, topic)
+		h, okH := hwm.Lookup(topic, partition)
+		l, okL := lso.Lookup(topic, partition)
+		if err1 == nil && err2 == nil && okH && okL && h.Err == nil && l.Err == nil && l.Offset == h.Offset {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s[%d]: the transaction marker is not in after 30s (high watermark %+v, last stable offset %+v; %v %v)", topic, partition, h, l, err1, err2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (c *cluster) commit(group, topic string, partition int32, offset int64) {

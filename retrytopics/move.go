@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // Origin is what kretry knows of a record's history: its original
@@ -33,9 +34,7 @@ type Origin struct {
 }
 
 // ID is the CloudEvents id: "<topic>/<partition>/<offset>" of the original.
-func (o *Origin) ID() string {
-	return o.Topic + "/" + strconv.FormatInt(int64(o.Partition), 10) + "/" + strconv.FormatInt(o.Offset, 10)
-}
+func (o *Origin) ID() string { return flow.RecordID(o.Topic, o.Partition, o.Offset) }
 
 // ErrBadHeaders reports a record on a tier whose kretry headers are missing
 // or unreadable. ReadOrigin still returns a usable Origin with it.

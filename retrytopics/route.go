@@ -87,7 +87,7 @@ func (p *Plan) Route(stage int, v *delivery.Verdict, u float64) Route {
 	// behind it. Past the longest tier, Retry-After is honoured up to that
 	// tier's longest jittered delay.
 	k := stage
-	for k < len(p.Tiers)-1 && Delay(p.Tiers[k].Delay, p.Jitter, 1, 0) < v.RetryAfter {
+	for k < len(p.Tiers)-1 && p.LongestDelay(k) < v.RetryAfter {
 		k++
 	}
 	next := p.Tiers[k]
@@ -96,7 +96,7 @@ func (p *Plan) Route(stage int, v *delivery.Verdict, u float64) Route {
 		Stage:  k + 1,
 		Topic:  next.Topic,
 		Class:  delivery.ClassTransient,
-		Delay:  Delay(next.Delay, p.Jitter, u, min(v.RetryAfter, Delay(next.Delay, p.Jitter, 1, 0))),
+		Delay:  Delay(next.Delay, p.Jitter, u, min(v.RetryAfter, p.LongestDelay(k))),
 	}
 }
 
@@ -139,4 +139,11 @@ func DueTime(now time.Time, d time.Duration) time.Time {
 		return now
 	}
 	return due
+}
+
+// LongestDelay is the longest wait tier i (0-based) gives a record by
+// design: its delay stretched by the full jitter, tier·(1+jitter) (see
+// Delay). A Retry-After does not raise it: Route caps a Retry-After there.
+func (p *Plan) LongestDelay(i int) time.Duration {
+	return Delay(p.Tiers[i].Delay, p.Jitter, 1, 0)
 }

@@ -62,7 +62,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kretry parking release: topic %q is not in %s\n", *topic, *path)
 		return exitUsage
 	}
-	if t.Ordering == config.OrderingNone {
+	if !t.Ordering.Parks() {
 		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", *topic)
 		return exitUsage
 	}

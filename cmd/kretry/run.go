@@ -13,7 +13,7 @@ import (
 	"github.com/kretry/kretry/internal/demo"
 	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
-	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // Exit statuses.
@@ -119,7 +119,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
-	log.Info("kretry starting", "version", engine.Version, "topics", len(cfg.Topics), "brokers", cfg.Kafka.Brokers)
+	log.Info("kretry starting", "version", flow.Version, "topics", len(cfg.Topics), "brokers", cfg.Kafka.Brokers)
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}

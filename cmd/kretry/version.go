@@ -6,15 +6,15 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 func init() {
-	// engine.Version goes into the kretry-version header of every moved
+	// flow.Version goes into the kretry-version header of every moved
 	// record and into the logs; stamp it unless the linker set it.
-	if engine.Version == "dev" {
+	if flow.Version == "dev" {
 		bi, _ := debug.ReadBuildInfo()
-		engine.Version = buildVersion(bi)
+		flow.Version = buildVersion(bi)
 	}
 }
 
@@ -57,6 +57,6 @@ func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	if code, done := versionCmd.parse(fs, args, stdout, stderr); done {
 		return code
 	}
-	fmt.Fprintf(stdout, "kretry %s (%s %s/%s)\n", engine.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "kretry %s (%s %s/%s)\n", flow.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return exitOK
 }

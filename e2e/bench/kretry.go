@@ -11,6 +11,7 @@ import (
 
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -38,7 +39,7 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 		Deliverer:       d,
 		MaxInFlight:     e.maxInFlight,
 		FetchMaxWait:    e.fetchWait,
-		Ordering:        engine.OrderingKey,
+		Ordering:        flow.OrderingKey,
 		ParkingTopic:    retrytopics.ParkingTopic(e.topic),
 		Logger:          e.log,
 		MaxPending:      e.maxPending,
@@ -73,7 +74,7 @@ func (o *txnObserver) Moved(m engine.MoveEvent) {
 	if o.moves == nil {
 		o.moves = map[string]int{}
 	}
-	o.moves[m.Kind]++
+	o.moves[string(m.Kind)]++
 }
 func (o *txnObserver) Committed(c engine.CommitEvent) {
 	o.mu.Lock()

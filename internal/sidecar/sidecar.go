@@ -17,15 +17,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kretry/kretry/internal/broker"
-	"github.com/kretry/kretry/internal/telemetry"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
-	"github.com/kretry/kretry/retrytopics"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // Options adjust a Run.
@@ -36,7 +34,7 @@ type Options struct {
 	// tests); nil delivers over HTTP.
 	Deliverer delivery.Deliverer
 	// TracerProvider, when set, traces every delivery attempt with it
-	// (telemetry.TraceDeliveries), whatever tracing.enabled says: for
+	// (delivery.TraceDeliveries), whatever tracing.enabled says: for
 	// tests and for programs with an OpenTelemetry pipeline of their own.
 	// nil: tracing.enabled exports the spans to tracing.otlp_endpoint.
 	TracerProvider trace.TracerProvider
@@ -170,35 +168,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 			e.Close()
 		}
 	}()
-	instance := cfg.Kafka.InstanceIDOrHost()
 	for _, t := range cfg.Topics {
-		plan := PlanFor(&t)
-		statuses := delivery.Statuses{Permanent: t.Classify.Permanent, Transient: t.Classify.Transient}
-		txnID := TransactionalID(cfg.Kafka.TransactionalID, instance, t.Group)
+		o := cfg.EngineOptions(&t)
 		// The identity this engine fences with: two processes sharing it
 		// fence each other (README: Instance identity).
-		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", instance, "transactional_id", txnID)
-		e, err := engine.New(ctx, engine.Options{
-			Brokers:         s.Brokers,
-			ClientOpts:      clientOpts,
-			GroupOpts:       groupOpts(&cfg.Kafka),
-			Plan:            plan,
-			Group:           t.Group,
-			TransactionalID: txnID,
-			InstanceID:      instance,
-			Deliverer:       telemetry.TraceDeliveries(d, tp, t.Group, statuses),
-			Statuses:        &statuses,
-			MaxInFlight:     cfg.App.MaxInFlight,
-			DeliveryTimeout: cfg.App.Timeout,
-			FetchMaxWait:    cfg.Kafka.FetchMaxWait,
-			CreateSource:    createSource,
-			Ordering:        t.Ordering,
-			ParkingTopic:    t.Parking.Topic,
-			OnDeadLetter:    t.OnDeadLetter,
-			MaxParked:       t.Parking.MaxRecords,
-			Observer:        obs.observer(),
-			Logger:          log,
-		})
+		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
+		o.Brokers = s.Brokers
+		o.ClientOpts = clientOpts
+		o.Deliverer = delivery.TraceDeliveries(d, tp, t.Group, *o.Statuses)
+		o.CreateSource = createSource
+		o.Observer = obs.observer()
+		o.Logger = log
+		e, err := engine.New(ctx, o)
 		if err != nil {
 			return fmt.Errorf("topic %q: %w", t.Name, err)
 		}
@@ -283,30 +264,8 @@ func (s *Sidecar) healthHandler() http.Handler {
 	return mux
 }
 
-// PlanFor returns the retry plan of a defaulted topic config.
-func PlanFor(t *config.Topic) retrytopics.Plan {
-	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic}
-	if t.Retry.Jitter != nil {
-		p.Jitter = *t.Retry.Jitter
-	}
-	for i, d := range t.Retry.Tiers {
-		p.Tiers = append(p.Tiers, retrytopics.Tier{Topic: t.Retry.Topics[i], Delay: d})
-	}
-	return p
-}
-
-// TransactionalID is <prefix>-<instance>-<group> (kafka.transactional_id,
-// kafka.instance_id): stable across restarts of one instance (so a
-// restarted instance aborts what its predecessor left open) and distinct
-// between live instances (so they do not fence each other).
+// TransactionalID is flow.TransactionalID, for the tests that name an
+// instance's transactional id.
 func TransactionalID(prefix, instance, group string) string {
-	return prefix + "-" + instance + "-" + group
-}
-
-// groupOpts are the consumer-group settings of every engine: the session
-// timeout, and a heartbeat every second (at most a third of the session
-// timeout, Kafka's guidance) instead of franz-go's 3s, so that the others
-// learn of a leaving instance's rebalance within a second.
-func groupOpts(k *config.Kafka) []kgo.Opt {
-	return []kgo.Opt{kgo.SessionTimeout(k.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, k.SessionTimeout/3))}
+	return flow.TransactionalID(prefix, instance, group)
 }

@@ -11,6 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/kretry/kretry/lag"
+	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
 )
 
@@ -20,9 +21,10 @@ const ScopeName = "github.com/kretry/kretry/internal/telemetry"
 // Attribute keys of kretry's own, beside the messaging ones. The source
 // topic and the stage are lag.AttrSource and lag.AttrStage.
 const (
-	// AttrOutcome is a delivery's outcome (ok, transient, permanent) or a
-	// transaction's (committed, aborted).
-	AttrOutcome = attribute.Key("kretry.outcome")
+	// AttrOutcome is a delivery's outcome (ok, transient, permanent; the
+	// key of the delivery spans, delivery.AttrOutcome) or a transaction's
+	// (committed, aborted).
+	AttrOutcome = delivery.AttrOutcome
 	// AttrMoveKind is a move's kind: retry, park or dead-letter.
 	AttrMoveKind = attribute.Key("kretry.move.kind")
 	// AttrErrorClass is the kretry-error-class of a move: transient,
@@ -199,7 +201,7 @@ func (p *Pipeline) Delivered(e engine.DeliveryEvent) {
 		}
 		return kv
 	}))
-	dk := deliveryKey{e.Group, e.Topic, e.Source, e.Stage, e.Outcome, e.ErrorType}
+	dk := deliveryKey{e.Group, e.Topic, e.Source, string(e.Stage), string(e.Outcome), e.ErrorType}
 	p.deliveries.Add(ctx, 1, p.deliverySets.get(dk, func(dk deliveryKey) []attribute.KeyValue {
 		kv := []attribute.KeyValue{
 			semconv.MessagingConsumerGroupName(dk.group), semconv.MessagingDestinationName(dk.topic),
@@ -217,7 +219,7 @@ type moveKey struct{ group, source, to, kind, class, stage string }
 // Moved counts a committed move; messaging.destination.name is the topic
 // the record was written to.
 func (p *Pipeline) Moved(e engine.MoveEvent) {
-	mk := moveKey{e.Group, e.Source, e.To, e.Kind, e.Class, e.Stage}
+	mk := moveKey{e.Group, e.Source, e.To, string(e.Kind), e.Class, string(e.Stage)}
 	p.moves.Add(context.Background(), 1, p.moveSets.get(mk, func(mk moveKey) []attribute.KeyValue {
 		kv := []attribute.KeyValue{
 			semconv.MessagingConsumerGroupName(mk.group), lag.AttrSource.String(mk.source),

@@ -43,6 +43,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/kretry/kretry/pkg/engine"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // ServiceName is the service.name resource attribute (target_info).
@@ -51,7 +52,7 @@ const ServiceName = "kretry"
 // Options configure New.
 type Options struct {
 	// ServiceVersion is the service.version resource attribute; default
-	// engine.Version.
+	// flow.Version.
 	ServiceVersion string
 	// InstanceID is the service.instance.id resource attribute (the pod
 	// or host name); "" leaves it out.
@@ -76,7 +77,7 @@ type Telemetry struct {
 // an instrument or the exporter cannot be created.
 func New(o Options) (*Telemetry, error) {
 	if o.ServiceVersion == "" {
-		o.ServiceVersion = engine.Version
+		o.ServiceVersion = flow.Version
 	}
 	reg := prometheus.NewRegistry()
 	if !o.NoRuntimeMetrics {

@@ -44,7 +44,7 @@ func newTraced(t *testing.T, d delivery.Deliverer, o telemetry.TracingOptions) (
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
-	return telemetry.TraceDeliveries(d, tr.TracerProvider(), "orders-kretry", delivery.DefaultStatuses), exp
+	return delivery.TraceDeliveries(d, tr.TracerProvider(), "orders-kretry", delivery.DefaultStatuses), exp
 }
 
 func message(attempt int, hs ...kgo.RecordHeader) *delivery.Message {
@@ -141,8 +141,8 @@ func TestTraceDeliveriesSpan(t *testing.T) {
 	if res["service.name"] != "kretry" || res["service.instance.id"] != "pod-0" || res["service.version"] == "" {
 		t.Errorf("resource %v, want service.name kretry, service.instance.id pod-0 and a version", res)
 	}
-	if s.InstrumentationScope.Name != telemetry.ScopeName {
-		t.Errorf("scope %q, want %q", s.InstrumentationScope.Name, telemetry.ScopeName)
+	if s.InstrumentationScope.Name != delivery.TracerName {
+		t.Errorf("scope %q, want %q", s.InstrumentationScope.Name, delivery.TracerName)
 	}
 }
 
@@ -326,7 +326,7 @@ func TestTraceDeliveriesSampling(t *testing.T) {
 
 func TestTraceDeliveriesNilProvider(t *testing.T) {
 	d := delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })
-	if _, ok := telemetry.TraceDeliveries(d, nil, "g", delivery.DefaultStatuses).(delivery.HandlerFunc); !ok {
+	if _, ok := delivery.TraceDeliveries(d, nil, "g", delivery.DefaultStatuses).(delivery.HandlerFunc); !ok {
 		t.Errorf("TraceDeliveries(nil provider) wrapped the deliverer")
 	}
 	var tr *telemetry.Tracing
@@ -378,7 +378,7 @@ func TestTracingOTLPExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := telemetry.TraceDeliveries(delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
+	d := delivery.TraceDeliveries(delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
 		tr.TracerProvider(), "orders-kretry", delivery.DefaultStatuses)
 	_ = d.Deliver(t.Context(), message(1, traceHeaders()...))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -417,7 +417,7 @@ func TestTracingExportFailureLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := telemetry.TraceDeliveries(delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
+	d := delivery.TraceDeliveries(delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
 		tr.TracerProvider(), "orders-kretry", delivery.DefaultStatuses)
 	_ = d.Deliver(t.Context(), message(1))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -453,7 +453,7 @@ func BenchmarkTraceDeliveries(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		d    delivery.Deliverer
-	}{{"untraced", h}, {"traced", telemetry.TraceDeliveries(h, tp, "orders-kretry", delivery.DefaultStatuses)}} {
+	}{{"untraced", h}, {"traced", delivery.TraceDeliveries(h, tp, "orders-kretry", delivery.DefaultStatuses)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := message(1, traceHeaders()...)
 			b.ReportAllocs()

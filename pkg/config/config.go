@@ -62,22 +62,15 @@ package config
 import (
 	"os"
 	"time"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
+	"github.com/kretry/kretry/retrytopics"
 )
 
 // Embedded is the broker address list that starts the in-process
 // Kafka-protocol broker (franz-go's kfake) instead of dialing real brokers.
 const Embedded = "embedded"
-
-// Ordering modes for Topic.Ordering.
-const (
-	// OrderingNone never parks: records of a failing key may be overtaken.
-	OrderingNone = "none"
-	// OrderingKey parks later records of a key while one of its records
-	// is in a retry tier.
-	OrderingKey = "key"
-	// OrderingPartition blocks the whole partition behind a failing record.
-	OrderingPartition = "partition"
-)
 
 // Config is the whole sidecar configuration (see config.yaml at the top of
 // the repository for a commented example).
@@ -290,19 +283,19 @@ type Topic struct {
 	// Group is the consumer group for the source and its tiers.
 	// Default <name>-kretry.
 	Group string `koanf:"group"`
-	// Ordering is key (default), partition or none (see the Ordering
-	// constants).
-	Ordering string `koanf:"ordering"`
+	// Ordering is key (default), partition or none (flow.Ordering).
+	Ordering flow.Ordering `koanf:"ordering"`
 	// OnDeadLetter decides the fate of records parked behind a record that
 	// was dead-lettered: release (default: deliver them, each with
 	// kretry-gap-after naming the dead-lettered record), dead_letter (move
 	// them to the DLQ too, in order) or hold (keep them parked until
 	// `kretry parking release`). Only with ordering key or partition.
-	OnDeadLetter string   `koanf:"on_dead_letter"`
-	Retry        Retry    `koanf:"retry"`
-	DLQ          DLQ      `koanf:"dlq"`
-	Parking      Parking  `koanf:"parking"`
-	Classify     Classify `koanf:"classify"`
+	// (flow.OnDeadLetter).
+	OnDeadLetter flow.OnDeadLetter `koanf:"on_dead_letter"`
+	Retry        Retry             `koanf:"retry"`
+	DLQ          DLQ               `koanf:"dlq"`
+	Parking      Parking           `koanf:"parking"`
+	Classify     Classify          `koanf:"classify"`
 }
 
 // Parking configures the parking topic of one source topic (ordering key
@@ -315,13 +308,6 @@ type Parking struct {
 	// released: back-pressure, never a drop.
 	MaxRecords int `koanf:"max_records"`
 }
-
-// On-dead-letter policies for Topic.OnDeadLetter.
-const (
-	OnDeadLetterRelease    = "release"
-	OnDeadLetterDeadLetter = "dead_letter"
-	OnDeadLetterHold       = "hold"
-)
 
 // Retry configures the retry tiers of one topic.
 type Retry struct {
@@ -352,4 +338,29 @@ type Classify struct {
 	// Transient statuses go to the next retry tier.
 	// Default 408, 425, 429, 500, 502, 503, 504.
 	Transient []int `koanf:"transient"`
+}
+
+// Plan is the retry plan of a defaulted topic (SetDefaults): its source,
+// its tiers (retry.tiers named by retry.topics), its DLQ and its jitter.
+// The engine (Config.EngineOptions) and the lag monitor
+// (lag.FromConfig) both read the topic's stages from it, so neither derives
+// a name or a wait of its own.
+func (t *Topic) Plan() retrytopics.Plan {
+	p := retrytopics.Plan{Source: t.Name, DLQ: t.DLQ.Topic}
+	if t.Retry.Jitter != nil {
+		p.Jitter = *t.Retry.Jitter
+	}
+	for i, d := range t.Retry.Tiers {
+		name := retrytopics.TierTopic(t.Name, d)
+		if i < len(t.Retry.Topics) {
+			name = t.Retry.Topics[i]
+		}
+		p.Tiers = append(p.Tiers, retrytopics.Tier{Topic: name, Delay: d})
+	}
+	return p
+}
+
+// Statuses are the topic's classify lists as delivery.Statuses.
+func (t *Topic) Statuses() delivery.Statuses {
+	return delivery.Statuses{Permanent: t.Classify.Permanent, Transient: t.Classify.Transient}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -36,14 +37,14 @@ const EnvTestPrefix = "KRETRY_TEST_"
 // Default values, as documented on the fields of Config.
 const (
 	DefaultClientID        = "kretry"
-	DefaultTransactionalID = "kretry"
-	DefaultFetchMaxWait    = 50 * time.Millisecond
+	DefaultTransactionalID = flow.DefaultTransactionalIDPrefix
+	DefaultFetchMaxWait    = flow.DefaultFetchMaxWait
 	DefaultSessionTimeout  = 45 * time.Second
 	DefaultEmbeddedListen  = "127.0.0.1:9092"
 	DefaultEmbeddedDataDir = ".kretry/data"
 	DefaultPartitions      = 3
-	DefaultAppTimeout      = 10 * time.Second
-	DefaultMaxInFlight     = 64
+	DefaultAppTimeout      = flow.DefaultDeliveryTimeout
+	DefaultMaxInFlight     = flow.DefaultMaxInFlight
 	DefaultCEType          = "kafka.record"
 	DefaultMetricsListen   = "127.0.0.1:9464"
 	DefaultLagInterval     = 30 * time.Second
@@ -51,31 +52,29 @@ const (
 	DefaultLagWindow       = 10
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
-	DefaultJitter          = 0.2
+	DefaultJitter          = flow.DefaultJitter
 	DefaultServiceName     = "kretry"
 	DefaultSampleRatio     = 1.0
 	// DefaultMaxParked is parking.max_records when absent (records per
 	// partition).
-	DefaultMaxParked = 10000
+	DefaultMaxParked = flow.DefaultMaxParked
 	// DefaultGroupSuffix makes the default consumer group <name>-kretry.
-	DefaultGroupSuffix = "-kretry"
+	DefaultGroupSuffix = flow.DefaultGroupSuffix
 )
 
 // DefaultTiers are the retry delays of a topic whose retry.tiers key is
-// absent: [1m, 10m, 1h]. The result is a fresh slice.
-func DefaultTiers() []time.Duration {
-	return []time.Duration{time.Minute, 10 * time.Minute, time.Hour}
-}
+// absent: flow.DefaultTiers, [1m, 10m, 1h]. The result is a fresh slice.
+func DefaultTiers() []time.Duration { return flow.DefaultTiers() }
 
 // DefaultPermanent are the statuses that go to the DLQ at once when
-// classify.permanent is absent: 400, 404, 409, 410, 413, 415, 422
-// (DESIGN.md; the same list as delivery.DefaultStatuses). A fresh slice.
-func DefaultPermanent() []int { return []int{400, 404, 409, 410, 413, 415, 422} }
+// classify.permanent is absent: flow.DefaultPermanent, 400, 404, 409, 410,
+// 413, 415, 422. A fresh slice.
+func DefaultPermanent() []int { return flow.DefaultPermanent() }
 
 // DefaultTransient are the statuses that go to the next retry tier when
-// classify.transient is absent: 408, 425, 429, 500, 502, 503, 504
-// (DESIGN.md; the same list as delivery.DefaultStatuses). A fresh slice.
-func DefaultTransient() []int { return []int{408, 425, 429, 500, 502, 503, 504} }
+// classify.transient is absent: flow.DefaultTransient, 408, 425, 429, 500,
+// 502, 503, 504. A fresh slice.
+func DefaultTransient() []int { return flow.DefaultTransient() }
 
 // Default returns a Config holding every default that does not depend on
 // another field: brokers [embedded], client and transactional ID "kretry",
@@ -143,10 +142,10 @@ func (c *Config) SetDefaults() {
 			t.Group = t.Name + DefaultGroupSuffix
 		}
 		if t.Ordering == "" {
-			t.Ordering = OrderingKey
+			t.Ordering = flow.DefaultOrdering
 		}
 		if t.OnDeadLetter == "" {
-			t.OnDeadLetter = OnDeadLetterRelease
+			t.OnDeadLetter = flow.DefaultOnDeadLetter
 		}
 		if t.Parking.Topic == "" {
 			t.Parking.Topic = retrytopics.ParkingTopic(t.Name)

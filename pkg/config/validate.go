@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -179,6 +180,15 @@ func (v *validator) add(path, format string, args ...any) {
 	v.errs = append(v.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// flowNames returns the typed names of flow as strings, for oneOf.
+func flowNames[S ~string](ns []S) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n)
+	}
+	return out
+}
+
 func (v *validator) oneOf(path, val string, allowed ...string) {
 	if slices.Contains(allowed, val) {
 		return
@@ -341,8 +351,8 @@ func (v *validator) topics(ts []Topic) {
 			groups[t.Group] = p + ".group"
 		}
 
-		v.oneOf(p+".ordering", t.Ordering, OrderingKey, OrderingPartition, OrderingNone)
-		v.oneOf(p+".on_dead_letter", t.OnDeadLetter, OnDeadLetterRelease, OnDeadLetterDeadLetter, OnDeadLetterHold)
+		v.oneOf(p+".ordering", string(t.Ordering), flowNames(flow.Orderings)...)
+		v.oneOf(p+".on_dead_letter", string(t.OnDeadLetter), flowNames(flow.OnDeadLetters)...)
 		if t.Parking.MaxRecords < 1 {
 			v.add(p+".parking.max_records", "%q must be at least 1", fmtInt(t.Parking.MaxRecords))
 		}
@@ -373,7 +383,7 @@ func (v *validator) topics(ts []Topic) {
 			derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
 		}
 		derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
-		if t.Ordering != OrderingNone {
+		if t.Ordering.Parks() {
 			derived(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name))
 		}
 

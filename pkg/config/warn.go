@@ -41,7 +41,7 @@ func (c *Config) Warnings() []string {
 			}
 		}
 		check(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name), ".dlq")
-		if t.Ordering != OrderingNone {
+		if t.Ordering.Parks() {
 			check(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name), ".parking")
 		}
 	}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // Class is the route class of a failed delivery, as written in the
@@ -99,10 +102,29 @@ type Statuses struct {
 	Transient []int
 }
 
-// DefaultStatuses are the DESIGN.md defaults.
+// DefaultStatuses are the DESIGN.md defaults: flow.DefaultPermanent and
+// flow.DefaultTransient.
 var DefaultStatuses = Statuses{
-	Permanent: []int{400, 404, 409, 410, 413, 415, 422},
-	Transient: []int{408, 425, 429, 500, 502, 503, 504},
+	Permanent: flow.DefaultPermanent(),
+	Transient: flow.DefaultTransient(),
+}
+
+// ErrorType is the low-cardinality kind of a failed delivery, the
+// error.type of its span and of messaging.process.duration (OpenTelemetry
+// semantic conventions, "Recording errors"): the HTTP status as text
+// ("503"), "timeout", "other" for an error of no listed kind, else
+// "connection".
+func ErrorType(err error, v Verdict) string {
+	switch {
+	case v.Status != 0:
+		return strconv.Itoa(v.Status)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case v.Unlisted:
+		return "other"
+	default:
+		return "connection"
+	}
 }
 
 // Verdict is how one failed delivery is routed.

@@ -38,7 +38,7 @@ type Message struct {
 // Deliverer delivers one message. A nil error means the application is done
 // with it; any other error is classified by Classify.
 //
-// With tracing on (telemetry.TraceDeliveries, which `kretry run` and
+// With tracing on (TraceDeliveries, which `kretry run` and
 // sidecar.Run apply when tracing.enabled), ctx carries the delivery
 // attempt's span: HTTP sends its traceparent, and a Go handler can start
 // child spans from ctx. With tracing off it carries no span; the

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // HTTP header names of the wire contract with the application (DESIGN.md,
@@ -100,11 +102,11 @@ const (
 	CETimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 	// DefaultHTTPTimeout is the per-delivery timeout when
-	// HTTPConfig.Timeout is 0.
-	DefaultHTTPTimeout = 10 * time.Second
+	// HTTPConfig.Timeout is 0 (flow.DefaultDeliveryTimeout).
+	DefaultHTTPTimeout = flow.DefaultDeliveryTimeout
 	// DefaultMaxInFlight is the connection bound when HTTPConfig.MaxInFlight
-	// is 0.
-	DefaultMaxInFlight = 64
+	// is 0 (flow.DefaultMaxInFlight).
+	DefaultMaxInFlight = flow.DefaultMaxInFlight
 	// MaxErrorBody bounds StatusError.Body, in bytes.
 	MaxErrorBody = 4 << 10
 	// MaxRetryAfter caps StatusError.RetryAfter.
@@ -272,7 +274,7 @@ func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 func writeHeaders(hdr http.Header, m *Message, ceType string) {
 	id := m.ID
 	if id == "" {
-		id = fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
+		id = flow.RecordID(m.Topic, m.Partition, m.Offset)
 	}
 	hdr.Set(HeaderCESpecVersion, CESpecVersion)
 	hdr.Set(HeaderCEID, id)

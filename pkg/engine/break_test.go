@@ -27,6 +27,7 @@ import (
 
 	"github.com/kretry/kretry/internal/check"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -326,7 +327,7 @@ func TestBreakBinaryAndEmptyKeysPark(t *testing.T) {
 	recs = append(recs, &kgo.Record{Value: []byte("null-key")})
 	e.app.setAnswer(failing(plan))
 	e.produce(recs...)
-	eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "all acknowledged", func() bool { return e.app.numAcked() == len(recs) })
 	for j, k := range keys {
 		want := fmt.Sprintf("k%d-v0,k%d-v1,k%d-v2", j, j, j)
@@ -361,7 +362,7 @@ func TestBreakSourceRecordWithKretryHeaderRun(t *testing.T) {
 	parked.Topic = e.plan.Source
 	e.app.setAnswer(failing(map[string][]error{"replayed": {e503}}))
 	e.produce(forged, parked)
-	e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "both acknowledged", func() bool { return e.app.numAcked() == 2 })
 	for _, r := range []*kgo.Record{forged, parked} {
 		cs := e.app.callsForValue(string(r.Value))
@@ -457,7 +458,7 @@ func TestBreakForgedParkingOps(t *testing.T) {
 			e.produce(tc.rec)
 			e.app.setAnswer(failing(map[string][]error{"v0": {e503}}))
 			e.produce(rec("K", "v0"), rec("K", "v1"), rec("J", "w0"))
-			eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+			eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 			eventually(t, "all acknowledged", func() bool { return e.app.numAcked() == 3 })
 			if got := strings.Join(e.app.ackedValues("K"), ","); got != "v0,v1" {
 				t.Errorf("K acknowledged %s, want v0,v1", got)
@@ -525,7 +526,7 @@ func TestBreakMarkerReadBackAfterUnblockSettles(t *testing.T) {
 		}
 		return nil
 	})
-	e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	e.start(e.keyedOptions(app, flow.OnDeadLetterRelease))
 	for i := range 8 {
 		k := fmt.Sprint("K", i)
 		e.produce(rec(k, fmt.Sprint("H", i)))
@@ -767,14 +768,14 @@ func (e *env) startKillable(o Options) (eng *Engine, stop, kill func()) {
 // may stay parked.
 func TestBreakCrashAtEveryTransactionWithParking(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 10} {
-		crashAtTransaction(t, OnDeadLetterRelease, n)
+		crashAtTransaction(t, flow.OnDeadLetterRelease, n)
 	}
 	for _, n := range []int{2, 3, 4, 6} {
-		crashAtTransaction(t, OnDeadLetterDeadLetter, n)
+		crashAtTransaction(t, flow.OnDeadLetterDeadLetter, n)
 	}
 }
 
-func crashAtTransaction(t *testing.T, policy string, n int) {
+func crashAtTransaction(t *testing.T, policy flow.OnDeadLetter, n int) {
 	{
 		t.Run(fmt.Sprintf("%s/txn %d", policy, n), func(t *testing.T) {
 			t.Parallel()
@@ -820,24 +821,24 @@ func crashAtTransaction(t *testing.T, policy string, n int) {
 // are blocked. Order per key holds, nothing is lost, the DLQ holds no
 // duplicate, nothing stays parked.
 func TestThreeInstancesPartitionsMoving(t *testing.T) {
-	threeInstances(t, OnDeadLetterRelease, OrderingKey, newWorkload(300, 30, 3, 10, 3, 0))
+	threeInstances(t, flow.OnDeadLetterRelease, flow.OrderingKey, newWorkload(300, 30, 3, 10, 3, 0))
 }
 
 // The same with on_dead_letter: dead_letter and heads that exhaust the
 // tiers, so parked records follow their heads into the DLQ while partitions
 // move.
 func TestBreakThreeInstancesDeadLetterPolicy(t *testing.T) {
-	threeInstances(t, OnDeadLetterDeadLetter, OrderingKey, newWorkload(300, 30, 3, 10, 3, 3))
+	threeInstances(t, flow.OnDeadLetterDeadLetter, flow.OrderingKey, newWorkload(300, 30, 3, 10, 3, 3))
 }
 
 // The same with ordering partition: a failing record blocks its whole
 // partition while partitions move.
 func TestBreakThreeInstancesOrderingPartition(t *testing.T) {
-	threeInstances(t, OnDeadLetterRelease, OrderingPartition, newWorkload(300, 30, 3, 5, 2, 0))
+	threeInstances(t, flow.OnDeadLetterRelease, flow.OrderingPartition, newWorkload(300, 30, 3, 5, 2, 0))
 }
 
-func threeInstances(t *testing.T, policy, ordering string, w *workload) {
-	w.byPartition = ordering == OrderingPartition
+func threeInstances(t *testing.T, policy flow.OnDeadLetter, ordering flow.Ordering, w *workload) {
+	w.byPartition = ordering == flow.OrderingPartition
 	e := newEnv(t, 3, 100*time.Millisecond, 300*time.Millisecond)
 	e.app.setAnswer(w.answer)
 	group := append(slices.Clone(fastGroup), kgo.RebalanceTimeout(3*time.Second))
@@ -909,7 +910,7 @@ func TestBreakSlowKeyDoesNotHoldUpOthers(t *testing.T) {
 		}
 	}
 	e.produce(recs...)
-	e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	e.start(e.keyedOptions(app, flow.OnDeadLetterRelease))
 	eventually(t, "all acknowledged", func() bool { return e.app.numAcked() == len(recs) })
 	first := e.app.firstAck("f0")
 	var last time.Time
@@ -936,7 +937,7 @@ func TestBreakSlowKeyDoesNotHoldUpOthers(t *testing.T) {
 func TestBreakMaxParkedBackPressure(t *testing.T) {
 	e := newEnv(t, 1, 500*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"K0": {e503}}))
-	o := e.keyedOptions(e.app, OnDeadLetterRelease)
+	o := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
 	o.MaxParked = 3
 	eng, _ := e.start(o)
 	e.produce(rec("K", "K0"))
@@ -1025,7 +1026,7 @@ func TestBreakOperatorReleaseOfUnheldKeyChangesNothing(t *testing.T) {
 		return 0
 	}}
 	e.produce(rec("K", "r0"))
-	o := e.keyedOptions(app, OnDeadLetterRelease)
+	o := e.keyedOptions(app, flow.OnDeadLetterRelease)
 	engA, stopA := e.start(o)
 	select {
 	case <-started:
@@ -1039,7 +1040,7 @@ func TestBreakOperatorReleaseOfUnheldKeyChangesNothing(t *testing.T) {
 	stopA()                            // clean: r0 finishes and is committed; r1 was parked (the bug) or waits
 	t.Logf("A parked %d", engA.Stats().Parked.Load())
 
-	e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	e.start(e.keyedOptions(app, flow.OnDeadLetterRelease))
 	e.produce(rec("K", "r2"))
 	deadline := time.Now().Add(5 * time.Second)
 	for len(e.app.ackedValues("K")) < 3 && time.Now().Before(deadline) {
@@ -1076,7 +1077,7 @@ func TestBreakRecordTooLargeToParkIsHeld(t *testing.T) {
 		&kgo.Record{Topic: e.plan.Source, Key: []byte("J"), Value: []byte("J0")}).FirstErr(); err != nil {
 		t.Fatalf("the source takes the records: %v", err)
 	}
-	eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "J0 acknowledged", func() bool { return !e.app.firstAck("J0").IsZero() })
 	// The bug aborts every transaction (ten a second). One incidental abort
 	// is allowed: on Kafka a transaction begun right after another can meet
@@ -1105,8 +1106,8 @@ func TestBreakBytesThroughParking(t *testing.T) {
 		{Key: "dup", Value: []byte("2")},
 		{Key: HeaderParkingOp, Value: []byte(opRelease)}, // looks like an op, but is not first
 	}
-	for _, policy := range []string{OnDeadLetterRelease, OnDeadLetterDeadLetter} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []flow.OnDeadLetter{flow.OnDeadLetterRelease, flow.OnDeadLetterDeadLetter} {
+		t.Run(string(policy), func(t *testing.T) {
 			e := newEnv(t, 1, 100*time.Millisecond)
 			e.app.setAnswer(func(m *delivery.Message) error {
 				if string(m.Value) == "head" {
@@ -1123,7 +1124,7 @@ func TestBreakBytesThroughParking(t *testing.T) {
 			e.produce(in...)
 			eng, _ := e.start(e.keyedOptions(e.app, policy))
 			var got []*kgo.Record
-			if policy == OnDeadLetterRelease {
+			if policy == flow.OnDeadLetterRelease {
 				eventually(t, "3 released", func() bool { return e.app.numAcked() == 3 })
 				for _, r := range in[1:] {
 					cs := e.app.callsFor(id(e.plan.Source, 0, r.Offset))

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -174,7 +175,7 @@ func TestDuplicateFencingAnEndFencesTheOlder(t *testing.T) {
 	a.setAnswer(failing(map[string][]error{"v0": {e422}}))
 	keyed := func(d *recorder) Options {
 		o := e.staticOptions(d, "dup")
-		o.Ordering, o.ParkingTopic = OrderingKey, retrytopics.ParkingTopic("orders")
+		o.Ordering, o.ParkingTopic = flow.OrderingKey, retrytopics.ParkingTopic("orders")
 		return o
 	}
 	var (

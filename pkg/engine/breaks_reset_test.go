@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // Two transactions that stall past the transaction timeout within a minute
@@ -22,7 +24,7 @@ import (
 func TestStalledTwiceWithinAMinuteGoesOn(t *testing.T) {
 	e := newEnv(t, 1, 300*time.Millisecond)
 	a := newRecorder()
-	o := e.keyedOptions(a, OnDeadLetterRelease)
+	o := e.keyedOptions(a, flow.OnDeadLetterRelease)
 	o.InstanceID = "pod-0"
 	o.TransactionalID = "test-" + e.plan.Source + "-pod-0"
 	o.GroupOpts = []kgo.Opt{kgo.SessionTimeout(30 * time.Second), kgo.HeartbeatInterval(time.Second)}

@@ -67,29 +67,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
-)
-
-// Version is written in kretry-version on every moved record.
-var Version = "dev"
-
-// Ordering modes (Options.Ordering).
-const (
-	OrderingNone      = "none"
-	OrderingKey       = "key"
-	OrderingPartition = "partition"
-)
-
-// Policies for a parked key whose head was dead-lettered
-// (Options.OnDeadLetter).
-const (
-	// OnDeadLetterRelease delivers the parked records, each carrying
-	// kretry-gap-after with the dead-lettered record's ce-id.
-	OnDeadLetterRelease = "release"
-	// OnDeadLetterDeadLetter moves the parked records to the DLQ, in order.
-	OnDeadLetterDeadLetter = "dead_letter"
-	// OnDeadLetterHold keeps them parked until an operator releases the key.
-	OnDeadLetterHold = "hold"
 )
 
 // Options configures one Engine. Brokers, Plan, Group and Deliverer are
@@ -111,7 +90,7 @@ type Options struct {
 	// TransactionalID of the engine's producer. Every instance of one group
 	// needs its own, stable across restarts so that a restarted instance
 	// aborts the transaction its predecessor left open. Default
-	// "kretry-<hostname>-<group>".
+	// flow.TransactionalID("kretry", <hostname>, Group).
 	TransactionalID string
 	// InstanceID, when set, is the consumer's group.instance.id (KIP-345
 	// static membership): an instance restarted under the same id gets its
@@ -127,16 +106,19 @@ type Options struct {
 	Deliverer delivery.Deliverer
 	// Statuses classify HTTP statuses; default delivery.DefaultStatuses.
 	Statuses *delivery.Statuses
-	// MaxInFlight bounds concurrent deliveries (default 64).
+	// MaxInFlight bounds concurrent deliveries (default
+	// flow.DefaultMaxInFlight, 64).
 	MaxInFlight int
 	// RetryShare is the share of MaxInFlight that retries and released
 	// parked records may use, in (0, 1] (default 0.75): the rest stays
 	// free for first attempts.
 	RetryShare float64
-	// DeliveryTimeout bounds one delivery (default 10s). The HTTP deliverer
+	// DeliveryTimeout bounds one delivery (default
+	// flow.DefaultDeliveryTimeout, 10s). The HTTP deliverer
 	// has its own; this one also bounds in-process handlers.
 	DeliveryTimeout time.Duration
-	// FetchMaxWait bounds how long a fetch waits for data (default 50ms),
+	// FetchMaxWait bounds how long a fetch waits for data (default
+	// flow.DefaultFetchMaxWait, 50ms),
 	// and so how late a resumed partition is fetched (franz-go does not cut
 	// short a fetch in flight when a partition resumes).
 	FetchMaxWait time.Duration
@@ -149,14 +131,18 @@ type Options struct {
 	// partition's fetching pauses, and past half of it a commit is due at
 	// once.
 	MaxPending int
-	// Ordering is OrderingNone (default), OrderingKey or OrderingPartition.
-	Ordering string
-	// ParkingTopic is required with OrderingKey and OrderingPartition.
+	// Ordering is flow.OrderingKey (default, as in the YAML config),
+	// flow.OrderingPartition or flow.OrderingNone.
+	Ordering flow.Ordering
+	// ParkingTopic is the parking topic of flow.OrderingKey and
+	// flow.OrderingPartition (default retrytopics.ParkingTopic(Plan.Source),
+	// <source>.parking).
 	ParkingTopic string
 	// OnDeadLetter is the policy for records parked behind a dead-lettered
-	// record (default OnDeadLetterRelease).
-	OnDeadLetter string
-	// MaxParked bounds the parked records per partition (default 10000).
+	// record (default flow.OnDeadLetterRelease).
+	OnDeadLetter flow.OnDeadLetter
+	// MaxParked bounds the parked records per partition (default
+	// flow.DefaultMaxParked, 10000).
 	// At the bound the source partition pauses (back-pressure); nothing is
 	// dropped.
 	MaxParked int
@@ -249,6 +235,65 @@ type Engine struct {
 	joinedOnce sync.Once
 }
 
+// setDefaults fills the zero fields of o with their documented defaults
+// (the YAML config's, from package flow) and rejects an unknown Ordering or
+// OnDeadLetter.
+func (o *Options) setDefaults() error {
+	if o.MaxInFlight < 1 {
+		o.MaxInFlight = flow.DefaultMaxInFlight
+	}
+	if o.RetryShare <= 0 || o.RetryShare > 1 {
+		o.RetryShare = 0.75
+	}
+	if o.DeliveryTimeout <= 0 {
+		o.DeliveryTimeout = flow.DefaultDeliveryTimeout
+	}
+	if o.FetchMaxWait <= 0 {
+		o.FetchMaxWait = flow.DefaultFetchMaxWait
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = 100 * time.Millisecond
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = max(4096, 32*o.MaxInFlight)
+	}
+	if o.MaxParked <= 0 {
+		o.MaxParked = flow.DefaultMaxParked
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = o.DeliveryTimeout
+	}
+	if o.Statuses == nil {
+		o.Statuses = &delivery.DefaultStatuses
+	}
+	if o.txnTimeout <= 0 {
+		o.txnTimeout = transactionTimeout
+	}
+	if o.authLimit <= 0 {
+		o.authLimit = authFailureLimit
+	}
+	if o.Ordering == "" {
+		o.Ordering = flow.DefaultOrdering
+	}
+	if !slices.Contains(flow.Orderings, o.Ordering) {
+		return fmt.Errorf("engine: unknown Ordering %q: use one of %q", o.Ordering, flow.Orderings)
+	}
+	if o.Ordering.Parks() && o.ParkingTopic == "" {
+		o.ParkingTopic = retrytopics.ParkingTopic(o.Plan.Source)
+	}
+	if o.OnDeadLetter == "" {
+		o.OnDeadLetter = flow.DefaultOnDeadLetter
+	}
+	if !slices.Contains(flow.OnDeadLetters, o.OnDeadLetter) {
+		return fmt.Errorf("engine: unknown OnDeadLetter policy %q: use one of %q", o.OnDeadLetter, flow.OnDeadLetters)
+	}
+	if o.TransactionalID == "" {
+		host, _ := os.Hostname()
+		o.TransactionalID = flow.TransactionalID(flow.DefaultTransactionalIDPrefix, host, o.Group)
+	}
+	return nil
+}
+
 // New validates opts, checks or creates the tier, parking and DLQ topics
 // (retrytopics.Ensure) and builds the transactional group client. It returns
 // retrytopics.ErrPartitionMismatch or retrytopics.ErrNoSource (wrapped) when
@@ -257,61 +302,10 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if len(opts.Brokers) == 0 || opts.Plan.Source == "" || opts.Group == "" || opts.Deliverer == nil {
 		return nil, errors.New("engine: Brokers, Plan.Source, Group and Deliverer are required")
 	}
-	if opts.MaxInFlight < 1 {
-		opts.MaxInFlight = 64
-	}
-	if opts.RetryShare <= 0 || opts.RetryShare > 1 {
-		opts.RetryShare = 0.75
-	}
-	if opts.DeliveryTimeout <= 0 {
-		opts.DeliveryTimeout = 10 * time.Second
-	}
-	if opts.FetchMaxWait <= 0 {
-		opts.FetchMaxWait = 50 * time.Millisecond
-	}
-	if opts.CommitInterval <= 0 {
-		opts.CommitInterval = 100 * time.Millisecond
-	}
-	if opts.MaxPending <= 0 {
-		opts.MaxPending = max(4096, 32*opts.MaxInFlight)
-	}
-	if opts.MaxParked <= 0 {
-		opts.MaxParked = 10000
-	}
-	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = opts.DeliveryTimeout
-	}
-	if opts.Statuses == nil {
-		opts.Statuses = &delivery.DefaultStatuses
-	}
-	if opts.txnTimeout <= 0 {
-		opts.txnTimeout = transactionTimeout
-	}
-	if opts.authLimit <= 0 {
-		opts.authLimit = authFailureLimit
-	}
-	switch opts.Ordering {
-	case "":
-		opts.Ordering = OrderingNone
-	case OrderingNone:
-	case OrderingKey, OrderingPartition:
-		if opts.ParkingTopic == "" {
-			return nil, fmt.Errorf("engine: ordering %q needs a ParkingTopic", opts.Ordering)
-		}
-	default:
-		return nil, fmt.Errorf("engine: unknown ordering %q", opts.Ordering)
-	}
-	switch opts.OnDeadLetter {
-	case "":
-		opts.OnDeadLetter = OnDeadLetterRelease
-	case OnDeadLetterRelease, OnDeadLetterDeadLetter, OnDeadLetterHold:
-	default:
-		return nil, fmt.Errorf("engine: unknown on_dead_letter policy %q", opts.OnDeadLetter)
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
 	}
 	host, _ := os.Hostname()
-	if opts.TransactionalID == "" {
-		opts.TransactionalID = "kretry-" + host + "-" + opts.Group
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -402,7 +396,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) parking() bool { return e.opts.Ordering != OrderingNone }
+func (e *Engine) parking() bool { return e.opts.Ordering.Parks() }
 
 // Stats returns the engine's live counters.
 func (e *Engine) Stats() *Stats { return &e.stats }

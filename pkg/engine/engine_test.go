@@ -14,6 +14,7 @@ import (
 
 	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -74,7 +75,7 @@ func TestPermanentGoesToDLQWithHeadersAndNoRetryWrite(t *testing.T) {
 		retrytopics.HeaderErrorStatus:       "422",
 		retrytopics.HeaderErrorMessage:      "status 422: bad volume",
 		retrytopics.HeaderGroup:             e.group(),
-		retrytopics.HeaderVersion:           Version,
+		retrytopics.HeaderVersion:           flow.Version,
 	}
 	for k, v := range want {
 		if got, ok := header(d, k); !ok || got != v {

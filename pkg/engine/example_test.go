@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/retrytopics"
@@ -25,14 +25,16 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	// The embedded broker, in memory, on a free port.
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	// An in-memory Kafka-protocol broker (franz-go's kfake) on a free
+	// port, with the source topic; the engine creates its tier, parking
+	// and DLQ topics itself.
+	b, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0), kfake.SeedTopics(1, "orders"))
 	if err != nil {
 		panic(err)
 	}
 	defer b.Close()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.ListenAddrs()...))
 	if err != nil {
 		panic(err)
 	}
@@ -64,18 +66,17 @@ func Example() {
 	}
 
 	e, err := engine.New(ctx, engine.Options{
-		Brokers: b.Addrs(),
+		Brokers: b.ListenAddrs(),
 		Plan: retrytopics.Plan{
 			Source: "orders",
 			Tiers:  []retrytopics.Tier{{Topic: retrytopics.TierTopic("orders", time.Second), Delay: time.Second}},
 			DLQ:    retrytopics.DLQTopic("orders"),
 		},
-		Group:        "orders-kretry",
-		Deliverer:    delivery.HandlerFunc(handle),
-		Ordering:     engine.OrderingKey,
-		ParkingTopic: retrytopics.ParkingTopic("orders"),
-		FetchMaxWait: 50 * time.Millisecond,
-		Logger:       slog.New(slog.DiscardHandler),
+		Group:     "orders-kretry",
+		Deliverer: delivery.HandlerFunc(handle),
+		// Ordering defaults to flow.OrderingKey, as in the YAML config:
+		// later records of a retrying key park in orders.parking.
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		panic(err)

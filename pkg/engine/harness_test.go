@@ -18,6 +18,7 @@ import (
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -97,6 +98,9 @@ func (e *env) options(d delivery.Deliverer) Options {
 		Group:           e.group(),
 		TransactionalID: "test-" + e.plan.Source + "-" + e.t.Name(),
 		Deliverer:       d,
+		// The tests of parking set OrderingKey or OrderingPartition
+		// themselves (keyedOptions); the others run without parking.
+		Ordering:        flow.OrderingNone,
 		MaxInFlight:     8,
 		DeliveryTimeout: 2 * time.Second,
 		FetchMaxWait:    50 * time.Millisecond,

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/kretry/kretry/pkg/flow"
+)
 
 // Observer receives the engine's events, for metrics. Every method is called
 // from the engine's goroutines and must be fast and safe for concurrent
@@ -25,10 +29,11 @@ type DeliveryEvent struct {
 	Partition int32
 	// Source is the original source topic.
 	Source string
-	// Stage is "source", "tier-1", "tier-2", … or "parking".
-	Stage string
-	// Outcome is "ok", "transient" or "permanent".
-	Outcome string
+	// Stage is flow.StageSource, a tier (flow.TierStage) or
+	// flow.StageParking.
+	Stage flow.Stage
+	// Outcome is flow.OutcomeOK, OutcomeTransient or OutcomePermanent.
+	Outcome flow.Outcome
 	// Status is the HTTP status, 0 for none.
 	Status int
 	// ErrorType is "" on success, else a low-cardinality kind: the HTTP
@@ -45,13 +50,14 @@ type MoveEvent struct {
 	// From is the topic the record left; To the topic it was written to.
 	From string
 	To   string
-	// Kind is "retry", "park" or "dead-letter".
-	Kind string
+	// Kind is flow.MoveRetry, MovePark or MoveDeadLetter.
+	Kind flow.MoveKind
 	// Class is the kretry-error-class ("transient", "permanent",
 	// "exhausted"), "" for parking.
 	Class string
-	// Stage is "tier-N" for a retry, "parking" or "dlq".
-	Stage string
+	// Stage is a tier (flow.TierStage) for a retry, flow.StageParking or
+	// flow.StageDLQ.
+	Stage flow.Stage
 }
 
 // CommitEvent describes one ended transaction.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -51,7 +52,7 @@ func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
 // laneKeyOf is the lane key of a parking record: the record key, or "" for
 // ordering partition.
 func (e *Engine) laneKeyOf(r *kgo.Record) []byte {
-	if e.opts.Ordering == OrderingPartition {
+	if e.opts.Ordering == flow.OrderingPartition {
 		return []byte{}
 	}
 	return r.Key
@@ -66,7 +67,7 @@ func (e *Engine) park(l *lane, en *entry) {
 		Topic:    e.opts.ParkingTopic,
 		Failure:  retrytopics.Failure{At: time.Now()},
 		Group:    e.opts.Group,
-		Version:  Version,
+		Version:  flow.Version,
 		MaxBytes: e.topics.MaxBytes[e.opts.ParkingTopic],
 		Parked:   true,
 	}
@@ -81,7 +82,7 @@ func (e *Engine) park(l *lane, en *entry) {
 		return
 	}
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
-		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: "park", Stage: "parking",
+		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
 	en.settled = true
 	e.settled++
@@ -199,7 +200,7 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		return
 	}
 	key := en.rec.Key
-	if key == nil && e.opts.Ordering == OrderingPartition {
+	if key == nil && e.opts.Ordering == flow.OrderingPartition {
 		key = []byte{}
 	}
 	if key == nil {
@@ -274,9 +275,9 @@ func (e *Engine) resolve(l *lane, verdict, id string) {
 	switch verdict {
 	case parking.VerdictOK:
 		l.releasing, l.gapAfter = true, ""
-	case OnDeadLetterHold:
+	case string(flow.OnDeadLetterHold):
 		l.hold = true
-	case OnDeadLetterDeadLetter:
+	case string(flow.OnDeadLetterDeadLetter):
 		l.deadLettering, l.gapAfter = true, id
 	default: // release
 		l.releasing, l.gapAfter = true, id
@@ -348,7 +349,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		delete(l.heads, id)
 		verdict := parking.VerdictOK
 		if route.Action == retrytopics.DeadLetter {
-			verdict = e.opts.OnDeadLetter
+			verdict = string(e.opts.OnDeadLetter)
 		}
 		ref := parking.ReleaseRef(verdict, id)
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
@@ -366,14 +367,14 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 			}
 			if verdict != parking.VerdictOK {
 				// key as text, as the "operator released a key" line prints it.
-				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", e.opts.OnDeadLetter, "parked", len(l.parked) + l.pendingParks}
-				if e.opts.OnDeadLetter == OnDeadLetterHold {
+				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(e.opts.OnDeadLetter), "parked", len(l.parked) + l.pendingParks}
+				if e.opts.OnDeadLetter == flow.OnDeadLetterHold {
 					args = append(args, "hint", "release with `kretry parking release --topic "+e.plan.Source+" --key "+string(key)+"`")
 				}
 				e.log.Info("head of a blocked key dead-lettered", args...)
 			}
 		}
-	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == OnDeadLetterRelease:
+	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == flow.OnDeadLetterRelease:
 		l.gapAfter = en.origin.ID() // the next released record follows a gap
 	}
 	e.feed(l, en)
@@ -381,7 +382,7 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 
 // feed moves the release of lane l along: the next parked record to the
 // lane (one at a time, in order), or every parked record to the DLQ under
-// OnDeadLetterDeadLetter, and unblocks the key when nothing is left. carrier
+// flow.OnDeadLetterDeadLetter, and unblocks the key when nothing is left. carrier
 // is the entry whose transaction carries any op this writes; nil writes
 // them with the next transaction.
 func (e *Engine) feed(l *lane, carrier *entry) {
@@ -430,7 +431,7 @@ func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 		return
 	}
 	key := []byte(l.key)
-	if e.opts.Ordering == OrderingPartition {
+	if e.opts.Ordering == flow.OrderingPartition {
 		key = []byte{}
 	}
 	markers := l.markers

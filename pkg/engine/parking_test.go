@@ -13,13 +13,14 @@ import (
 
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
 // keyedOptions are options with ordering key and the env's parking topic.
-func (e *env) keyedOptions(d delivery.Deliverer, policy string) Options {
+func (e *env) keyedOptions(d delivery.Deliverer, policy flow.OnDeadLetter) Options {
 	o := e.options(d)
-	o.Ordering = OrderingKey
+	o.Ordering = flow.OrderingKey
 	o.ParkingTopic = retrytopics.ParkingTopic(e.plan.Source)
 	o.OnDeadLetter = policy
 	o.CommitInterval = 20 * time.Millisecond
@@ -75,7 +76,7 @@ func TestParkingKeepsKeyOrderAndOtherKeysFlow(t *testing.T) {
 	e := newEnv(t, 1, 500*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"v0": {e503}}))
 	e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"), rec("J", "w0"))
-	eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "K's records acknowledged", func() bool { return len(e.app.ackedValues("K")) == 3 })
 	if got := strings.Join(e.app.ackedValues("K"), ","); got != "v0,v1,v2" {
 		t.Errorf("K acknowledged %s, want v0,v1,v2", got)
@@ -100,7 +101,7 @@ func TestParkedRecordFailingAfterReleaseBecomesNewHead(t *testing.T) {
 	e := newEnv(t, 1, 300*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"v0": {e503}, "v1": {e503}}))
 	e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"), rec("J", "w0"))
-	e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "K's records acknowledged", func() bool { return len(e.app.ackedValues("K")) == 3 })
 	if got := strings.Join(e.app.ackedValues("K"), ","); got != "v0,v1,v2" {
 		t.Errorf("K acknowledged %s, want v0,v1,v2", got)
@@ -120,7 +121,7 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		e := newEnv(t, 1, 100*time.Millisecond)
 		e.app.setAnswer(failing(map[string][]error{"v0": always503}))
 		e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"))
-		eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+		eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 		eventually(t, "v1, v2 released", func() bool { return len(e.app.ackedValues("K")) == 2 })
 		if got := strings.Join(e.app.ackedValues("K"), ","); got != "v1,v2" {
 			t.Errorf("acknowledged %s, want v1,v2", got)
@@ -137,7 +138,7 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		e := newEnv(t, 1, 100*time.Millisecond)
 		e.app.setAnswer(failing(map[string][]error{"v0": always503}))
 		e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"), rec("J", "w0"))
-		eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterDeadLetter))
+		eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterDeadLetter))
 		eventually(t, "3 in the DLQ", func() bool { return eng.Stats().Exhausted.Load()+eng.Stats().Permanent.Load() == 3 })
 		dlq := e.readAll(e.plan.DLQ)
 		var got []string
@@ -160,7 +161,7 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		e := newEnv(t, 1, 100*time.Millisecond)
 		e.app.setAnswer(failing(map[string][]error{"v0": always503}))
 		e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"))
-		eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterHold))
+		eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterHold))
 		eventually(t, "head dead-lettered", func() bool { return eng.Stats().Exhausted.Load() == 1 })
 		e.produce(rec("K", "v3"), rec("J", "w0"))
 		eventually(t, "w0 delivered", func() bool { return !e.app.firstAck("w0").IsZero() })
@@ -183,7 +184,7 @@ func TestNullKeysNeverParkNorBlock(t *testing.T) {
 	e := newEnv(t, 1, 300*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"n0": {e503}}))
 	e.produce(&kgo.Record{Value: []byte("n0")}, &kgo.Record{Value: []byte("n1")}, rec("K", "v0"))
-	eng, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	eng, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "all acknowledged", func() bool { return e.app.numAcked() == 3 })
 	if n1, n0 := e.app.firstAck("n1"), e.app.firstAck("n0"); !n1.Before(n0) {
 		t.Errorf("n1 (null key) waited for n0's retry")
@@ -197,8 +198,8 @@ func TestOrderingPartitionBlocksTheWholePartition(t *testing.T) {
 	e := newEnv(t, 1, 300*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"v0": {e503}}))
 	e.produce(rec("K", "v0"), rec("J", "w0"), &kgo.Record{Value: []byte("n0")})
-	o := e.keyedOptions(e.app, OnDeadLetterRelease)
-	o.Ordering = OrderingPartition
+	o := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
+	o.Ordering = flow.OrderingPartition
 	e.start(o)
 	eventually(t, "all acknowledged", func() bool { return e.app.numAcked() == 3 })
 	v0, w0, n0 := e.app.firstAck("v0"), e.app.firstAck("w0"), e.app.firstAck("n0")
@@ -217,7 +218,7 @@ func TestKillWhileBlockedThenRestore(t *testing.T) {
 	e.produce(rec("K", "v0"), rec("K", "v1"), rec("K", "v2"), rec("J", "w0"))
 
 	d := &severableDialer{}
-	oA := e.keyedOptions(e.app, OnDeadLetterRelease)
+	oA := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
 	oA.ClientOpts = []kgo.Opt{kgo.Dialer(d.dial), kgo.RetryTimeout(2 * time.Second)}
 	oA.GroupOpts = fastGroup
 	engA, stopA := e.start(oA)
@@ -226,7 +227,7 @@ func TestKillWhileBlockedThenRestore(t *testing.T) {
 	go stopA()
 
 	e.produce(rec("K", "v3"))
-	oB := e.keyedOptions(e.app, OnDeadLetterRelease)
+	oB := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
 	oB.GroupOpts = fastGroup
 	engB, _ := e.start(oB)
 	eventually(t, "K drained", func() bool { return len(e.app.ackedValues("K")) == 4 })
@@ -302,7 +303,7 @@ func TestSlowKeySpillsToParking(t *testing.T) {
 	}
 	e.produce(recs...)
 	start := time.Now()
-	eng, _ := e.start(e.keyedOptions(app, OnDeadLetterRelease))
+	eng, _ := e.start(e.keyedOptions(app, flow.OnDeadLetterRelease))
 	eventually(t, "other keys acknowledged", func() bool {
 		n := 0
 		for i := range 5 {
@@ -374,7 +375,7 @@ func TestHoldLogNamesKeyAndRelease(t *testing.T) {
 	e := newEnv(t, 1, 100*time.Millisecond)
 	e.app.setAnswer(failing(map[string][]error{"v0": {e503, e503, e503}}))
 	e.produce(rec("K", "v0"), rec("K", "v1"))
-	o := e.keyedOptions(e.app, OnDeadLetterHold)
+	o := e.keyedOptions(e.app, flow.OnDeadLetterHold)
 	var buf logBuf
 	o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	eng, _ := e.start(o)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -102,8 +102,8 @@ type lane struct {
 	counted       bool            // counted in Stats.BlockedKeys
 	heads         map[string]bool // ce-ids of the key's records in the tiers (blocks not yet released)
 	releasing     bool            // delivering parked records one by one
-	hold          bool            // head dead-lettered under OnDeadLetterHold
-	deadLettering bool            // head dead-lettered under OnDeadLetterDeadLetter
+	hold          bool            // head dead-lettered under flow.OnDeadLetterHold
+	deadLettering bool            // head dead-lettered under flow.OnDeadLetterDeadLetter
 	gapAfter      string          // ce-id of the dead-lettered head, for released records
 	parked        []*entry        // parked records read back, in order, not yet released
 	pendingParks  int             // parking moves decided but not yet read back
@@ -127,14 +127,14 @@ func (e *Engine) stageOf(topic string) int {
 	return e.plan.Stage(topic)
 }
 
-func stageName(stage int) string {
+func stageName(stage int) flow.Stage {
 	switch {
 	case stage == 0:
-		return "source"
+		return flow.StageSource
 	case stage == parkStage:
-		return "parking"
+		return flow.StageParking
 	default:
-		return "tier-" + strconv.Itoa(stage)
+		return flow.TierStage(stage)
 	}
 }
 
@@ -170,7 +170,7 @@ func (e *Engine) shardFor(p int32) *shard {
 func (e *Engine) laneFor(sh *shard, key []byte) *lane {
 	var k string
 	switch {
-	case e.opts.Ordering == OrderingPartition:
+	case e.opts.Ordering == flow.OrderingPartition:
 		k = ""
 	case key == nil:
 		return &lane{sh: sh}
@@ -267,7 +267,7 @@ func (e *Engine) dispatch(now time.Time) {
 		if sh.restoring {
 			continue
 		}
-		if e.opts.Ordering == OrderingKey {
+		if e.opts.Ordering == flow.OrderingKey {
 			e.maybeSpill(sh, now)
 		}
 		for _, q := range sh.tiers {
@@ -439,14 +439,14 @@ func (e *Engine) apply(r *result) {
 	stage := en.q.stage
 	ev := DeliveryEvent{
 		Group: e.opts.Group, Topic: en.rec.Topic, Partition: en.rec.Partition, Source: e.plan.Source,
-		Stage: stageName(stage), Outcome: "ok", Duration: r.took, Attempt: r.msg.Attempt,
+		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
 	}
 	var v *delivery.Verdict
 	if r.err != nil {
 		vv := delivery.Classify(r.err, *e.opts.Statuses)
 		v = &vv
 		e.stats.Failed.Add(1)
-		ev.Outcome, ev.Status, ev.ErrorType = string(vv.Class), vv.Status, errorType(r.err, vv)
+		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
 		if vv.Unlisted {
 			e.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
 		}
@@ -500,16 +500,16 @@ func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failu
 		Topic:    route.Topic,
 		Failure:  f,
 		Group:    e.opts.Group,
-		Version:  Version,
+		Version:  flow.Version,
 		MaxBytes: e.topics.MaxBytes[route.Topic],
 	}
 	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: route.Topic, Class: string(route.Class)}
 	switch route.Action {
 	case retrytopics.Retry:
 		m.Due = retrytopics.DueTime(f.At, route.Delay)
-		ev.Kind, ev.Stage = "retry", stageName(route.Stage)
+		ev.Kind, ev.Stage = flow.MoveRetry, stageName(route.Stage)
 	case retrytopics.DeadLetter:
-		ev.Kind, ev.Stage = "dead-letter", "dlq"
+		ev.Kind, ev.Stage = flow.MoveDeadLetter, flow.StageDLQ
 	}
 	r := m.Record()
 	// Stages are co-partitioned: the move stays on the partition it was read
@@ -542,19 +542,6 @@ func attemptOf(attempts int64) int {
 		return most
 	}
 	return int(attempts) + 1
-}
-
-func errorType(err error, v delivery.Verdict) string {
-	switch {
-	case v.Status != 0:
-		return strconv.Itoa(v.Status)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case v.Unlisted:
-		return "other"
-	default:
-		return "connection"
-	}
 }
 
 // updatePauses pauses or resumes sh's partitions: a restoring shard's
@@ -849,17 +836,17 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	}
 	for _, m := range tx.moves {
 		switch m.ev.Kind {
-		case "retry":
+		case flow.MoveRetry:
 			if i := e.plan.Stage(m.ev.To); i > 0 {
 				e.stats.Retried[i-1].Add(1)
 			}
-		case "dead-letter":
+		case flow.MoveDeadLetter:
 			if m.ev.Class == string(delivery.ClassExhausted) {
 				e.stats.Exhausted.Add(1)
 			} else {
 				e.stats.Permanent.Add(1)
 			}
-		case "park":
+		case flow.MovePark:
 			e.stats.Parked.Add(1)
 		default:
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -285,7 +286,7 @@ func staleRound(t *testing.T, mode string, seed int64) {
 	}
 	const crashes = 4
 	for n := range crashes {
-		o := e.keyedOptions(e.app, OnDeadLetterRelease)
+		o := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
 		o.TransactionalID = txid
 		o.GroupOpts = group
 		var kill func()
@@ -325,7 +326,7 @@ func staleRound(t *testing.T, mode string, seed int64) {
 			t.Fatalf("crash %d did not happen", n)
 		}
 	}
-	o := e.keyedOptions(e.app, OnDeadLetterRelease)
+	o := e.keyedOptions(e.app, flow.OnDeadLetterRelease)
 	o.TransactionalID = txid
 	o.GroupOpts = group
 	_, stop := e.start(o)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // TestUnblockPrecedesTheKeysNextBlock: K's last parked record is delivered
@@ -46,7 +47,7 @@ func TestUnblockPrecedesTheKeysNextBlock(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}}
-	oA := e.keyedOptions(app, OnDeadLetterRelease)
+	oA := e.keyedOptions(app, flow.OnDeadLetterRelease)
 	oA.CommitInterval = time.Second // v2 fails well before the next transaction
 	oA.DeliveryTimeout, oA.ShutdownGrace = 10*time.Second, 10*time.Second
 	oA.beforeEnd = func() {
@@ -94,7 +95,7 @@ func TestUnblockPrecedesTheKeysNextBlock(t *testing.T) {
 		t.Fatalf("the first engine delivered v2 %d times, want once (its retry is due after the stop)", n)
 	}
 
-	engB, _ := e.start(e.keyedOptions(e.app, OnDeadLetterRelease))
+	engB, _ := e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
 	eventually(t, "K drained by the successor", func() bool { return len(e.app.ackedValues("K")) == 4 })
 	if got := strings.Join(e.app.ackedValues("K"), ","); got != "v0,v1,v2,v3" {
 		t.Errorf("K acknowledged %s, want v0,v1,v2,v3: the successor did not replay v2 as K's head", got)

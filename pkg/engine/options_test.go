@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
+	"github.com/kretry/kretry/retrytopics"
+)
+
+// TestOptionsDefaults: zero Options get the YAML config's defaults, so a Go
+// program that embeds the engine as the README shows keeps per-key order.
+func TestOptionsDefaults(t *testing.T) {
+	o := Options{Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry"}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Ordering != flow.OrderingKey || o.ParkingTopic != "orders.parking" || o.OnDeadLetter != flow.OnDeadLetterRelease {
+		t.Errorf("ordering %q, parking %q, on dead letter %q; want key, orders.parking, release", o.Ordering, o.ParkingTopic, o.OnDeadLetter)
+	}
+	if o.MaxInFlight != flow.DefaultMaxInFlight || o.DeliveryTimeout != flow.DefaultDeliveryTimeout ||
+		o.FetchMaxWait != flow.DefaultFetchMaxWait || o.MaxParked != flow.DefaultMaxParked {
+		t.Errorf("in flight %d, timeout %s, fetch wait %s, max parked %d", o.MaxInFlight, o.DeliveryTimeout, o.FetchMaxWait, o.MaxParked)
+	}
+	if o.Statuses != &delivery.DefaultStatuses || !strings.HasPrefix(o.TransactionalID, "kretry-") || !strings.HasSuffix(o.TransactionalID, "-orders-kretry") {
+		t.Errorf("statuses %v, transactional id %q", o.Statuses, o.TransactionalID)
+	}
+
+	none := Options{Plan: retrytopics.Plan{Source: "orders"}, Ordering: flow.OrderingNone}
+	if err := none.setDefaults(); err != nil || none.ParkingTopic != "" {
+		t.Errorf("ordering none: parking %q, err %v; want no parking topic", none.ParkingTopic, err)
+	}
+	for _, bad := range []Options{{Ordering: "keys"}, {OnDeadLetter: "drop"}} {
+		err := bad.setDefaults()
+		if err == nil || !strings.Contains(err.Error(), "use one of") {
+			t.Errorf("%+v: err %v, want one naming the valid values", bad, err)
+		}
+	}
+}
