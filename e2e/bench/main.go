@@ -92,6 +92,7 @@ func main() {
 		scaleKeys  = flag.Int("scale-keys", 100000, "-scale: blocked keys")
 		scaleParts = flag.Int("scale-partitions", 1000, "-scale: source partitions of the large case")
 		scaleRecs  = flag.Int("scale-records", 100000, "-scale: healthy records of each case's flow phase")
+		scaleCases = flag.String("scale-cases", "", "-scale: run only these cases, PARTITIONSxKEYS comma-separated (e.g. 1000x0,1000x100000; default all four)")
 		scaleLimit = flag.Duration("scale-limit", 3*time.Minute, "-scale: time limit of each phase (a phase stopped by it reports what it did)")
 		inproc     = flag.Bool("inproc-broker", false, "run the broker in this process (its CPU then counts in the peers' CPU)")
 		peerList   = flag.String("peers", "", "comma-separated peers to run (default all)")
@@ -154,7 +155,7 @@ func main() {
 		commitIvl:   *commitIvl,
 	}
 	if *scale {
-		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit)
+		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit, *scaleCases)
 	} else {
 		err = run(ctx, cfg, kinds, split(*peerList), split(*wlList), !*noMem)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,8 +55,16 @@ type scaleResult struct {
 	notes                []string
 }
 
-func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, records int, limit time.Duration) error {
-	cases := []scaleCase{{partitions, 0}, {bigParts, 0}, {partitions, keys}, {bigParts, keys}}
+func runScale(ctx context.Context, cfg *config, kinds []string, bigParts, keys, records int, limit time.Duration, only string) error {
+	var cases []scaleCase
+	for _, c := range []scaleCase{{partitions, 0}, {bigParts, 0}, {partitions, keys}, {bigParts, keys}} {
+		if only == "" || slices.Contains(strings.Split(only, ","), fmt.Sprintf("%dx%d", c.partitions, c.blocked)) {
+			cases = append(cases, c)
+		}
+	}
+	if len(cases) == 0 {
+		return fmt.Errorf("-scale-cases %q: no case (want PARTITIONSxKEYS, e.g. %dx0,%dx%d)", only, bigParts, bigParts, keys)
+	}
 	fmt.Printf("    kretry bench -scale: %d flow records per case; blocked keys %d; partitions %d and %d\n", records, keys, partitions, bigParts)
 	fmt.Printf("    machine: %s\n", machine())
 	for _, kind := range kinds {

@@ -125,10 +125,39 @@ func createTopics(ctx context.Context, cl *kgo.Client, partitions int, topics ..
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := kafkatest.WaitTopics(ctx, adm, topics...); err != nil {
+	if err := waitLeaders(ctx, adm, 3*time.Minute, partitions, topics...); err != nil {
 		return nil, err
 	}
 	return created, nil
+}
+
+// waitLeaders waits until each of the partitions of every topic answers
+// ListOffsets, as kafkatest.WaitTopics does but for up to d: one Kafka node
+// creating 4,000 partitions on a loaded machine needs more than
+// WaitTopics' 30s.
+func waitLeaders(ctx context.Context, adm *kadm.Client, d time.Duration, partitions int, topics ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		offs, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			for _, t := range topics {
+				if len(offs[t]) < partitions {
+					err = fmt.Errorf("%s: %d of %d partitions served", t, len(offs[t]), partitions)
+					break
+				}
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics %v not served after %v: %w", topics, d, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
