@@ -26,7 +26,13 @@ import (
 // counted with the peer's.
 type benchBroker struct {
 	addrs []string
+	// topic is the source topic of the run: a fresh name per run, so that
+	// runs on one Kafka cluster never share a topic, group or
+	// transactional id.
+	topic string
 	cmd   *exec.Cmd
+	pid   int    // the Kafka node's JVM (site kafka); 0 otherwise
+	done  func() // site kafka: deletes the run's topics
 	stdin io.WriteCloser
 	out   *bufio.Reader
 	in    *broker.Broker
@@ -147,8 +153,13 @@ func startBroker(inproc bool, partitions int) (*benchBroker, error) {
 	return &benchBroker{addrs: strings.Split(strings.TrimSpace(line), ","), cmd: cmd, stdin: stdin, out: out}, nil
 }
 
-// watch starts watching the first fetch of topic (see fetchWatch).
+// watch starts watching the first fetch of topic (see fetchWatch); on
+// Kafka it does nothing (firstFetch then reports 0 and the window opens at
+// the first delivery).
 func (b *benchBroker) watch(topic string, id [16]byte) error {
+	if b.done != nil {
+		return nil
+	}
 	if b.w != nil {
 		b.w.watch(topic, id)
 		return nil
@@ -160,6 +171,9 @@ func (b *benchBroker) watch(topic string, id [16]byte) error {
 // firstFetch is the Unix ns of the first fetch of the watched topic, 0 if
 // none was seen.
 func (b *benchBroker) firstFetch() int64 {
+	if b.done != nil {
+		return 0
+	}
 	if b.w != nil {
 		return b.w.firstFetch()
 	}
@@ -177,10 +191,20 @@ func (b *benchBroker) firstFetch() int64 {
 // cpu returns the broker's CPU time so far (user + system); 0 when it
 // runs in this process.
 func (b *benchBroker) cpu() time.Duration {
-	if b.cmd == nil {
-		return 0
+	switch {
+	case b.pid != 0:
+		return procCPU(b.pid)
+	case b.cmd != nil:
+		return procCPU(b.cmd.Process.Pid)
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.cmd.Process.Pid))
+	return 0
+}
+
+// procCPU is process pid's CPU time so far (user + system), from
+// /proc/<pid>/stat at clock-tick (10ms) resolution; 0 when it cannot be
+// read.
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -201,6 +225,10 @@ func (b *benchBroker) cpu() time.Duration {
 const clockTicks = 100
 
 func (b *benchBroker) close() {
+	if b.done != nil {
+		b.done()
+		return
+	}
 	if b.in != nil {
 		b.in.Close()
 		return

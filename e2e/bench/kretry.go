@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/pkg/flow"
@@ -22,7 +24,14 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 	for _, t := range e.tiers {
 		plan.Tiers = append(plan.Tiers, retrytopics.Tier{Topic: retrytopics.TierTopic(e.topic, t), Delay: t})
 	}
+	var copts []kgo.Opt
+	if l := os.Getenv("BENCH_KGO_LOG"); l == "info" || l == "debug" {
+		// franz-go's own log (debugging the engine's client: why a
+		// transaction ended uncommitted, rebalances).
+		copts = append(copts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgoLogLevel(), nil)))
+	}
 	return engine.Options{
+		ClientOpts:      copts,
 		Brokers:         e.addrs,
 		Plan:            plan,
 		Group:           e.group,
@@ -37,6 +46,16 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 		CommitInterval:  e.commitIvl,
 		Observer:        e.obs,
 	}
+}
+
+// kretryStageTopics are the tier, parking and DLQ topics kretryOptions
+// names for source topic.
+func kretryStageTopics(topic string, tiers []time.Duration) []string {
+	out := []string{retrytopics.DLQTopic(topic), retrytopics.ParkingTopic(topic)}
+	for _, t := range tiers {
+		out = append(out, retrytopics.TierTopic(topic, t))
+	}
+	return out
 }
 
 // txnObserver collects the engine's transaction durations, for the notes.
@@ -138,4 +157,12 @@ func startKretryHTTP(ctx context.Context, e *env) (func(), error) {
 		return nil, err
 	}
 	return func() { stop(); h.Close() }, nil
+}
+
+// kgoLogLevel is BENCH_KGO_LOG's franz-go log level: info, or debug.
+func kgoLogLevel() kgo.LogLevel {
+	if os.Getenv("BENCH_KGO_LOG") == "debug" {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelInfo
 }

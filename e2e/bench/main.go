@@ -1,9 +1,9 @@
 // Command bench measures kretry against the consumers a user would pick
-// instead, on the embedded broker, in one run (issue 5). It lives in its own
-// module so that Watermill, watermill-kafka and IBM/sarama stay out of
-// kretry's go.mod. From the repository root:
+// instead, on the embedded broker and on Apache Kafka, in one run (issues 5
+// and 10). It lives in its own module so that Watermill, watermill-kafka
+// and IBM/sarama stay out of kretry's go.mod. From the repository root:
 //
-//	cd e2e/bench && go run . [-records N] [-quick]
+//	cd e2e/bench && go run . [-broker embedded|kafka|both] [-records N] [-quick] [-scale]
 //
 // Peers, all against the same application logic and workload:
 //
@@ -13,29 +13,32 @@
 //	kretry       (d) kretry engine in-process (delivery.HandlerFunc, ordering key)
 //	kretry-http  (e) kretry engine over HTTP to a local net/http app
 //	bare-post    (f) franz-go consume-and-POST loop, same MaxInFlight and HTTP transport
+//	spring-retry (g) Spring Kafka non-blocking retries (retry topics + DLT), a JVM subprocess; Kafka only
+//	spring-block (h) Spring Kafka DefaultErrorHandler, backoff in place + DeadLetterPublishingRecoverer; Kafka only
 //
-// Each (workload, peer) run gets a fresh broker (a child process of this
-// binary unless -inproc-broker), a backlog of -records records (throughput
-// and CPU) and then -paced records produced at -rate records/s (latency and
-// retry lateness). docs/PERFORMANCE.md explains every figure.
+// Each (workload, peer) run gets a fresh broker on the embedded site (a
+// child process of this binary unless -inproc-broker) or fresh topics on
+// the one Kafka 4.1.1 node of the Kafka site (internal/kafkatest), a
+// backlog of -records records (throughput and CPU) and then -paced records
+// produced at -rate records/s (latency and retry lateness). -scale runs the
+// scale scenario instead (scale.go). docs/PERFORMANCE.md explains every
+// figure.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -46,13 +49,20 @@ var peers = []*peer{
 	{name: "kretry", desc: "(d) kretry engine in-process, HandlerFunc, ordering key, tiers 100/200/400ms", baseline: "bare", start: startKretry},
 	{name: "kretry-http", desc: "(e) kretry engine over HTTP to a local net/http app", baseline: "bare-post", start: startKretryHTTP},
 	{name: "bare-post", desc: "(f) bare consume-and-POST loop, same MaxInFlight and HTTP deliverer; drops failures", baseline: "bare-post", start: startBarePost},
+	{name: "spring-retry", desc: "(g) Spring Kafka 4.1 non-blocking retries: retry topics 100/200/400ms + DLT (JVM; Kafka only)", baseline: "bare", start: startSpring("retry-topic"), jvm: true},
+	{name: "spring-block", desc: "(h) Spring Kafka 4.1 DefaultErrorHandler: backoff 100/200/400ms in place + DLT (JVM; Kafka only)", baseline: "bare", start: startSpring("blocking"), jvm: true},
 }
 
-// runs reports whether peer p runs workload w: issue 3's 1%-keys variant is
-// about kretry; the blocking consumer runs it too, for contrast.
-func runs(w *workload, p *peer) bool {
+// runs reports whether peer p runs workload w on site s: issue 3's 1%-keys
+// variant is about kretry; the blocking consumers run it too, for
+// contrast. The Spring peers run on Kafka only (issue 10 asks for them
+// there; kafka-clients on kfake is not what a user runs).
+func runs(w *workload, p *peer, s *site) bool {
+	if p.jvm && s.kind != siteKafka {
+		return false
+	}
 	if w.name == "1%-keys" {
-		return p.name == "kretry" || p.name == "blocking" || p.name == "kretry-http"
+		return p.name == "kretry" || p.name == "blocking" || p.name == "kretry-http" || p.name == "spring-block"
 	}
 	return true
 }
@@ -61,6 +71,8 @@ type config struct {
 	records, paced int
 	rate           float64
 	inproc         bool
+	verbose        bool
+	newTopics      bool // kretry peers create their stage topics themselves
 	maxInFlight    int
 	tiers          []time.Duration
 	fetchWait      time.Duration
@@ -74,15 +86,23 @@ func main() {
 		records    = flag.Int("records", 20000, "backlog records per run (throughput and CPU)")
 		paced      = flag.Int("paced", 0, "records produced at -rate per run (latency); default records/4")
 		rate       = flag.Float64("rate", 2000, "records/s of the paced phase")
-		quick      = flag.Bool("quick", false, "3000 backlog records per run (and so 750 paced): about a minute in all")
+		quick      = flag.Bool("quick", false, "3000 backlog records per run (and so 750 paced): about a minute per broker")
+		brokers    = flag.String("broker", "both", "where the tables run: embedded (kfake), kafka (Apache Kafka 4.1.1 via Maven; needs java and mvn), or both (one table each)")
+		scale      = flag.Bool("scale", false, "run the scale scenario instead of the table (scale.go: 1,000 partitions, 100,000 blocked keys)")
+		scaleKeys  = flag.Int("scale-keys", 100000, "-scale: blocked keys")
+		scaleParts = flag.Int("scale-partitions", 1000, "-scale: source partitions of the large case")
+		scaleRecs  = flag.Int("scale-records", 100000, "-scale: healthy records of each case's flow phase")
+		scaleCases = flag.String("scale-cases", "", "-scale: run only these cases, PARTITIONSxKEYS comma-separated (e.g. 1000x0,1000x100000; default all four)")
+		scaleLimit = flag.Duration("scale-limit", 3*time.Minute, "-scale: time limit of each phase (a phase stopped by it reports what it did)")
 		inproc     = flag.Bool("inproc-broker", false, "run the broker in this process (its CPU then counts in the peers' CPU)")
 		peerList   = flag.String("peers", "", "comma-separated peers to run (default all)")
 		wlList     = flag.String("workloads", "", "comma-separated workloads to run (default all)")
 		noMem      = flag.Bool("no-memory", false, "skip the memory micro-measure")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file")
-		verbose    = flag.Bool("v", false, "log the peers' warnings")
+		verbose    = flag.Bool("v", false, "log the peers' warnings (BENCH_LOG=info: kretry's info lines too, such as a transaction aborted by a rebalance)")
 		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, max(4096, 32 × MaxInFlight))")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
+		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		fetchWait  = flag.Duration("fetch-wait", 250*time.Millisecond, "fetch max wait of every peer (kretry's default is 250ms)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
@@ -98,12 +118,20 @@ func main() {
 	if *quick {
 		*records = 3000
 	}
+	kinds, err := siteKinds(*brokers)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if *paced <= 0 {
 		*paced = *records / 4
 	}
 	lvl := slog.LevelError
 	if *verbose {
 		lvl = slog.LevelWarn
+		if os.Getenv("BENCH_LOG") == "info" {
+			lvl = slog.LevelInfo
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	if *cpuprofile != "" {
@@ -118,7 +146,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cfg := &config{
-		records: *records, paced: *paced, rate: *rate, inproc: *inproc,
+		records: *records, paced: *paced, rate: *rate, inproc: *inproc, verbose: *verbose, newTopics: *newTopics,
 		maxInFlight: 64,
 		tiers:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
 		fetchWait:   *fetchWait,
@@ -126,11 +154,27 @@ func main() {
 		maxPending:  *maxPending,
 		commitIvl:   *commitIvl,
 	}
-	if err := run(ctx, cfg, split(*peerList), split(*wlList), !*noMem); err != nil {
+	if *scale {
+		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit, *scaleCases)
+	} else {
+		err = run(ctx, cfg, kinds, split(*peerList), split(*wlList), !*noMem)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+// siteKinds reads -broker.
+func siteKinds(v string) ([]string, error) {
+	switch v {
+	case "both":
+		return []string{siteEmbedded, siteKafka}, nil
+	case siteEmbedded, siteKafka:
+		return []string{v}, nil
+	}
+	return nil, fmt.Errorf("-broker %q: want embedded, kafka or both", v)
 }
 
 func split(s string) []string {
@@ -140,19 +184,35 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-func run(ctx context.Context, cfg *config, onlyPeers, onlyWorkloads []string, mem bool) error {
+func run(ctx context.Context, cfg *config, kinds []string, onlyPeers, onlyWorkloads []string, mem bool) error {
 	start := time.Now()
-	fmt.Printf("kretry bench: %d backlog + %d paced records per run at %.0f records/s, %d partitions, %d keys, MaxInFlight %d, tiers/backoff %v\n",
+	fmt.Printf("    kretry bench: %d backlog + %d paced records per run at %.0f records/s, %d partitions, %d keys, MaxInFlight %d, tiers/backoff %v\n",
 		cfg.records, cfg.paced, cfg.rate, partitions, numKeys, cfg.maxInFlight, cfg.tiers)
-	fmt.Printf("machine: %d CPUs (GOMAXPROCS %d), %s memory, %s %s/%s; broker: %s\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), memTotal(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		map[bool]string{true: "in this process", false: "child process"}[cfg.inproc])
+	fmt.Printf("    machine: %s\n", machine())
 	for _, p := range peers {
 		if len(onlyPeers) == 0 || slices.Contains(onlyPeers, p.name) {
-			fmt.Printf("  %-12s %s\n", p.name, p.desc)
+			fmt.Printf("      %-12s %s\n", p.name, p.desc)
 		}
 	}
-	fmt.Println()
+	for _, kind := range kinds {
+		if err := runTable(ctx, cfg, kind, onlyPeers, onlyWorkloads, mem); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\n    total %.0fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+// runTable runs every (workload, peer) on one broker kind and prints its
+// table.
+func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWorkloads []string, mem bool) error {
+	s, err := openSite(ctx, kind, cfg.inproc)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t0 := time.Now()
+	fmt.Printf("\n#### broker: %s\n\n    %s\n    load before: %s\n\n", kind, s.describe(), loadAvg())
 	var results []*result
 	for _, w := range workloads {
 		if len(onlyWorkloads) > 0 && !slices.Contains(onlyWorkloads, w.name) {
@@ -160,21 +220,21 @@ func run(ctx context.Context, cfg *config, onlyPeers, onlyWorkloads []string, me
 		}
 		p := newPlan(w, cfg.records, cfg.paced)
 		for _, pr := range peers {
-			if (len(onlyPeers) > 0 && !slices.Contains(onlyPeers, pr.name)) || !runs(w, pr) {
+			if (len(onlyPeers) > 0 && !slices.Contains(onlyPeers, pr.name)) || !runs(w, pr, s) {
 				continue
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			fmt.Fprintf(os.Stderr, "%-9s %-12s … ", w.name, pr.name)
-			t0 := time.Now()
-			r, err := runOne(ctx, cfg, w, p, pr)
+			fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, w.name, pr.name)
+			t := time.Now()
+			r, err := runOne(ctx, cfg, s, w, p, pr)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "error: %v\n", err)
 				results = append(results, &result{w: w, p: pr, err: err})
 				continue
 			}
-			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t0).Seconds(), r.txns)
+			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
 			results = append(results, r)
 		}
 	}
@@ -184,18 +244,31 @@ func run(ctx context.Context, cfg *config, onlyPeers, onlyWorkloads []string, me
 		if cfg.records < 20000 {
 			keys, perKey = 500, 4
 		}
-		fmt.Fprintf(os.Stderr, "memory: %d blocked keys × %d parked records … ", keys, perKey)
-		var err error
-		m, err = measureMemory(ctx, cfg.inproc, keys, perKey, cfg.log)
+		fmt.Fprintf(os.Stderr, "%-8s memory: %d blocked keys × %d parked records … ", kind, keys, perKey)
+		m, err = measureMemory(ctx, s, keys, perKey, cfg.log)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		} else {
 			fmt.Fprintln(os.Stderr, "done")
 		}
 	}
-	report(os.Stdout, cfg, results, m)
-	fmt.Printf("\ntotal %.0fs\n", time.Since(start).Seconds())
+	report(os.Stdout, cfg, s, results, m)
+	fmt.Printf("\n    load after: %s; table took %.0fs\n", loadAvg(), time.Since(t0).Seconds())
 	return nil
+}
+
+// loadAvg is the machine's load average, as uptime prints it (the
+// machine is shared: a loaded one makes every figure worse).
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return fmt.Sprintf("load average %s, %s, %s (1, 5, 15 min)", f[0], f[1], f[2])
 }
 
 // result is one (workload, peer) run.
@@ -217,30 +290,36 @@ type result struct {
 	latencyN                 int
 	joinDelay                time.Duration // peer start → first fetch of the source
 	txns                     string        // kretry: transaction summary
+	peerRSS                  int64         // JVM peers: peak RSS, bytes
+	peerJIT                  time.Duration // JVM peers: JIT compiler CPU over the JVM's life
 }
 
-func runOne(ctx context.Context, cfg *config, w *workload, p *plan, pr *peer) (*result, error) {
-	b, err := startBroker(cfg.inproc, partitions)
+func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr *peer) (*result, error) {
+	b, err := s.broker(partitions)
 	if err != nil {
 		return nil, err
 	}
 	defer b.close()
-	topic := "bench"
+	topic := b.topic
 	adm, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...))
 	if err != nil {
 		return nil, err
 	}
 	defer adm.Close()
-	created, err := kadm.NewClient(adm).CreateTopics(ctx, partitions, 1, nil, topic, topic+".blocking-dlq", topic+".poison")
-	if err == nil {
-		err = created.Error()
-	}
+	created, err := createTopics(ctx, adm, partitions, topic, topic+".blocking-dlq", topic+".poison")
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(pr.name, "kretry") && !cfg.newTopics {
+		// kretry's tier, parking and DLQ topics exist, as after a
+		// deployment's first start (see -kretry-new-topics).
+		if _, err := createTopics(ctx, adm, partitions, kretryStageTopics(topic, cfg.tiers)...); err != nil {
+			return nil, err
+		}
+	}
 	a := newApp(p, cfg.tiers[0])
-	e := &env{addrs: b.addrs, topic: topic, group: "bench-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
-		tiers: cfg.tiers, fetchWait: cfg.fetchWait, log: cfg.log, maxPending: cfg.maxPending, commitIvl: cfg.commitIvl, obs: &txnObserver{}}
+	e := &env{addrs: b.addrs, topic: topic, partitions: partitions, group: topic + "-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
+		tiers: cfg.tiers, fetchWait: cfg.fetchWait, log: cfg.log, verbose: cfg.verbose, maxPending: cfg.maxPending, commitIvl: cfg.commitIvl, obs: &txnObserver{}}
 	if pr.name == "kretry-http" || pr.name == "bare-post" {
 		url, stopApp, err := startApp(a)
 		if err != nil {
@@ -261,7 +340,7 @@ func runOne(ctx context.Context, cfg *config, w *workload, p *plan, pr *peer) (*
 	if err := b.watch(topic, created[topic].ID); err != nil {
 		return nil, err
 	}
-	cpu := startSampler(b.cpu)
+	cpu := startSampler(b.cpu, e.peerCPU)
 	defer cpu.close()
 	drain := a.begin(0, p.backlog)
 	peerStart := time.Now()
@@ -312,6 +391,9 @@ func runOne(ctx context.Context, cfg *config, w *workload, p *plan, pr *peer) (*
 		if n := drain.doneAll.Load(); n > 0 {
 			s0, b0 := cpu.at(start)
 			s1, b1 := cpu.at(drain.lastAll.Load())
+			if pr.jvm {
+				s0, s1 = cpu.peerAt(start), cpu.peerAt(drain.lastAll.Load())
+			}
 			r.cpuPer100k = (s1 - s0).Seconds() / float64(n) * 1e5
 			r.brokerPer100 = (b1 - b0).Seconds() / float64(n) * 1e5
 		}
@@ -333,11 +415,33 @@ func runOne(ctx context.Context, cfg *config, w *workload, p *plan, pr *peer) (*
 	r.lateN = len(paced.lateness) + len(drain.lateness)
 	r.dropped, r.dupes = a.dropped.Load(), a.dupes.Load()
 	r.txns = e.obs.summary()
+	r.peerRSS = e.peerRSS.Load()
+	r.peerJIT = time.Duration(e.peerJIT.Load())
 	return r, nil
 }
 
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/1e6)
+}
+
+// machine describes the machine and the commit the run measures.
+func machine() string {
+	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s memory, %s %s/%s; commit %s", runtime.NumCPU(), runtime.GOMAXPROCS(0),
+		memTotal(), runtime.Version(), runtime.GOOS, runtime.GOARCH, commit())
+}
+
+// commit is the repository's HEAD (git), marked when the work tree has
+// changes.
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=10", "HEAD").Output()
+	if err != nil {
+		return "unknown (no git)"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += " with uncommitted changes"
+	}
+	return c
 }
 
 func memTotal() string {
@@ -352,204 +456,4 @@ func memTotal() string {
 		}
 	}
 	return fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-}
-
-// report prints the table, the ratios and the targets.
-func report(out io.Writer, cfg *config, rs []*result, m *memResult) {
-	find := func(wl, peer string) *result {
-		for _, r := range rs {
-			if r.w.name == wl && r.p.name == peer && r.err == nil {
-				return r
-			}
-		}
-		return nil
-	}
-	ratio := func(a, b float64) string {
-		if a == 0 || b == 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.2f×", a/b)
-	}
-	rows := [][]string{{"workload", "peer", "rec/s", "×baseline", "healthy-key rec/s", "×own healthy run",
-		"p50", "p99", "p99 ×own healthy", "retry late p99 paced", "retry late p99 drain", "CPU s/100k", "broker CPU s/100k", "notes"}}
-	for _, r := range rs {
-		if r.err != nil {
-			rows = append(rows, []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + r.err.Error()})
-			continue
-		}
-		xb, xo, xp := "–", "–", "–"
-		if base := find(r.w.name, r.p.baseline); base != nil {
-			xb = ratio(r.recPerSec, base.recPerSec)
-		}
-		if own := find("healthy", r.p.name); own != nil && r.w.name != "healthy" {
-			xo = ratio(r.healthyPerSec, own.recPerSec)
-			xp = ratio(float64(r.p99), float64(own.p99))
-		}
-		late, drain := "–", "–"
-		if r.lateN > 0 {
-			late, drain = ms(r.lateP99Paced), ms(r.lateP99Drain)
-		}
-		brk := fmt.Sprintf("%.2f", r.brokerPer100)
-		if cfg.inproc {
-			brk = "(in CPU)"
-		}
-		var notes []string
-		if !r.drainComplete {
-			notes = append(notes, "backlog not drained in 120s")
-		}
-		if !r.pacedComplete {
-			notes = append(notes, "paced phase incomplete: p99 is a lower bound")
-		}
-		if r.dropped > 0 {
-			notes = append(notes, fmt.Sprintf("dropped %d failed records", r.dropped))
-		}
-		if r.dupes > 0 {
-			notes = append(notes, fmt.Sprintf("%d repeated acks", r.dupes))
-		}
-		rows = append(rows, []string{r.w.name, r.p.name, fmt.Sprintf("%.0f", r.recPerSec), xb, fmt.Sprintf("%.0f", r.healthyPerSec), xo,
-			ms(r.p50), ms(r.p99), xp, late, drain, fmt.Sprintf("%.2f", r.cpuPer100k), brk, strings.Join(notes, "; ")})
-	}
-	markdown(out, rows)
-
-	var kr []string
-	for _, r := range rs {
-		if r.txns != "" {
-			kr = append(kr, fmt.Sprintf("  %-9s %-12s join→first source fetch %s; %s", r.w.name, r.p.name, ms(r.joinDelay), r.txns))
-		}
-	}
-	if len(kr) > 0 {
-		fmt.Fprintln(out, "\nkretry transactions (backlog and paced phases):")
-		for _, l := range kr {
-			fmt.Fprintln(out, l)
-		}
-	}
-
-	fmt.Fprintln(out, "\nratios:")
-	line := func(what string, a, b *result, f func(*result) float64) {
-		if a == nil || b == nil {
-			return
-		}
-		fmt.Fprintf(out, "  %-62s %s\n", what, ratio(f(a), f(b)))
-	}
-	thr := func(r *result) float64 { return r.recPerSec }
-	hthr := func(r *result) float64 { return r.healthyPerSec }
-	p99 := func(r *result) float64 { return float64(r.p99) }
-	line("healthy: kretry in-process / bare (rec/s)", find("healthy", "kretry"), find("healthy", "bare"), thr)
-	line("healthy: kretry HTTP / bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), thr)
-	for _, pn := range []string{"blocking", "watermill", "kretry", "kretry-http"} {
-		line("failures: "+pn+" healthy-key p99 / own healthy p99", find("failures", pn), find("healthy", pn), p99)
-	}
-	line("failures: blocking p99 / kretry p99", find("failures", "blocking"), find("failures", "kretry"), p99)
-	line("failures: watermill p99 / kretry p99", find("failures", "watermill"), find("failures", "kretry"), p99)
-	for _, pn := range []string{"bare", "blocking", "watermill", "kretry", "kretry-http", "bare-post"} {
-		a, b := find("slow-key", pn), find("healthy", pn)
-		if a != nil && b != nil {
-			fmt.Fprintf(out, "  %-62s %s\n", "slow-key: "+pn+" other keys' rec/s / no-slow-key rec/s", ratio(hthr(a), thr(b)))
-		}
-	}
-	line("1%-keys: kretry healthy-key p99 / own healthy p99", find("1%-keys", "kretry"), find("healthy", "kretry"), p99)
-	line("1%-keys: kretry healthy-key rec/s / own healthy rec/s", find("1%-keys", "kretry"), find("healthy", "kretry"), func(r *result) float64 {
-		if r.w.name == "healthy" {
-			return r.recPerSec
-		}
-		return r.healthyPerSec
-	})
-	line("1%-keys: kretry rec/s (all records) / own healthy rec/s", find("1%-keys", "kretry"), find("healthy", "kretry"), thr)
-	line("1%-keys: blocking p99 / kretry p99", find("1%-keys", "blocking"), find("1%-keys", "kretry"), p99)
-
-	fmt.Fprintln(out, "\ntargets (issue 5; issue 3 for 1%-keys):")
-	target := func(what string, a, b *result, x func(a, b *result) float64, ok func(float64) bool, want string) {
-		if a == nil || b == nil {
-			fmt.Fprintf(out, "  n/a   %s (not run)\n", what)
-			return
-		}
-		v := x(a, b)
-		verdict := "MISS"
-		if ok(v) {
-			verdict = "PASS"
-		}
-		fmt.Fprintf(out, "  %s  %-66s %.2f× (want %s)\n", verdict, what, v, want)
-	}
-	over := func(f, g func(*result) float64) func(a, b *result) float64 {
-		return func(a, b *result) float64 {
-			if g(b) == 0 {
-				return 0
-			}
-			return f(a) / g(b)
-		}
-	}
-	atLeast := func(w float64) func(float64) bool { return func(v float64) bool { return v >= w } }
-	atMost := func(w float64) func(float64) bool { return func(v float64) bool { return v > 0 && v <= w } }
-	target("healthy: kretry in-process ≥ 0.9× bare consumer (rec/s)", find("healthy", "kretry"), find("healthy", "bare"), over(thr, thr), atLeast(0.9), "≥ 0.9×")
-	target("healthy: kretry HTTP ≥ 0.9× bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), over(thr, thr), atLeast(0.9), "≥ 0.9×")
-	target("failures: kretry healthy-key p99 ≤ 1.5× own no-failure p99", find("failures", "kretry"), find("healthy", "kretry"), over(p99, p99), atMost(1.5), "≤ 1.5×")
-	target("failures: kretry HTTP healthy-key p99 ≤ 1.5× own no-failure p99", find("failures", "kretry-http"), find("healthy", "kretry-http"), over(p99, p99), atMost(1.5), "≤ 1.5×")
-	target("failures: blocking-retry healthy-key p99 ≥ 10× kretry's", find("failures", "blocking"), find("failures", "kretry"), over(p99, p99), atLeast(10), "≥ 10×")
-	target("slow key: kretry other keys' rec/s ≥ 0.9× no-slow-key run", find("slow-key", "kretry"), find("healthy", "kretry"), over(hthr, thr), atLeast(0.9), "≥ 0.9×")
-	target("slow key: kretry HTTP other keys' rec/s ≥ 0.9× no-slow-key run", find("slow-key", "kretry-http"), find("healthy", "kretry-http"), over(hthr, thr), atLeast(0.9), "≥ 0.9×")
-	for _, wl := range []string{"failures", "1%-keys"} {
-		for _, pn := range []string{"kretry", "kretry-http"} {
-			r := find(wl, pn)
-			if r == nil || r.lateN == 0 {
-				continue
-			}
-			for _, c := range []struct {
-				phase string
-				d     time.Duration
-			}{{"paced", r.lateP99Paced}, {"backlog drain", r.lateP99Drain}} {
-				verdict := "MISS"
-				if c.d <= 250*time.Millisecond {
-					verdict = "PASS"
-				}
-				fmt.Fprintf(out, "  %s  %-66s %s (want ≤ 250ms)\n", verdict, fmt.Sprintf("%s: %s retry lateness p99 ≤ 250ms, %s", wl, pn, c.phase), ms(c.d))
-			}
-		}
-	}
-	target("issue 3, 1% of keys failing: kretry healthy-key p99 ≤ 1.5× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), over(p99, p99), atMost(1.5), "≤ 1.5×")
-	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), over(hthr, thr), atLeast(0.9), "≥ 0.9×")
-	target("issue 3, 1% of keys failing: kretry rec/s, all records ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), over(thr, thr), atLeast(0.9), "≥ 0.9×")
-
-	if m != nil {
-		fmt.Fprintf(out, "\nmemory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
-			m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
-		fmt.Fprintf(out, "  per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
-		fmt.Fprintf(out, "  per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
-	}
-}
-
-// markdown prints rows as a Markdown table, padded to line up in a
-// terminal too.
-func markdown(out io.Writer, rows [][]string) {
-	w := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, c := range r {
-			w[i] = max(w[i], utf8.RuneCountInString(c))
-		}
-	}
-	line := func(r []string) {
-		var b strings.Builder
-		b.WriteString("|")
-		for i, c := range r {
-			pad := strings.Repeat(" ", w[i]-utf8.RuneCountInString(c))
-			if i < 2 || i == len(r)-1 {
-				b.WriteString(" " + c + pad + " |")
-			} else {
-				b.WriteString(" " + pad + c + " |")
-			}
-		}
-		fmt.Fprintln(out, strings.TrimRight(b.String(), " "))
-	}
-	line(rows[0])
-	sep := make([]string, len(w))
-	for i := range w {
-		if i < 2 || i == len(w)-1 {
-			sep[i] = strings.Repeat("-", w[i])
-		} else {
-			sep[i] = strings.Repeat("-", w[i]-1) + ":"
-		}
-	}
-	line(sep)
-	for _, r := range rows[1:] {
-		line(r)
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/delivery"
@@ -46,19 +45,19 @@ func liveHeap() uint64 {
 // waits in memory on its tier partition (it is part of a blocked key's
 // cost). The broker runs in the child process, so its memory is not
 // counted.
-func measureMemory(ctx context.Context, inproc bool, keys, perKey int, log *slog.Logger) (*memResult, error) {
-	b, err := startBroker(inproc, partitions)
+func measureMemory(ctx context.Context, s *site, keys, perKey int, log *slog.Logger) (*memResult, error) {
+	b, err := s.broker(partitions)
 	if err != nil {
 		return nil, err
 	}
 	defer b.close()
-	topic := "mem"
+	topic := b.topic
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.ProducerLinger(0))
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := createTopics(ctx, cl, partitions, append([]string{topic}, kretryStageTopics(topic, []time.Duration{time.Minute})...)...); err != nil {
 		return nil, err
 	}
 	h := delivery.HandlerFunc(func(_ context.Context, m *delivery.Message) error {
@@ -67,7 +66,7 @@ func measureMemory(ctx context.Context, inproc bool, keys, perKey int, log *slog
 		}
 		return nil
 	})
-	e := &env{addrs: b.addrs, topic: topic, group: "mem", maxInFlight: 64,
+	e := &env{addrs: b.addrs, topic: topic, group: topic + "-mem", maxInFlight: 64,
 		tiers: []time.Duration{time.Minute}, fetchWait: 250 * time.Millisecond, log: log, obs: &txnObserver{}}
 	eng, stop, err := runEngine(ctx, kretryOptions(e, h))
 	if err != nil {

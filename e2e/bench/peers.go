@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,6 +21,7 @@ import (
 type env struct {
 	addrs       []string
 	topic       string
+	partitions  int
 	group       string
 	a           *app
 	appURL      string // the application over HTTP (peers e and f)
@@ -27,9 +29,21 @@ type env struct {
 	tiers       []time.Duration // kretry tiers = blocking backoffs
 	fetchWait   time.Duration
 	log         *slog.Logger
+	verbose     bool
 	maxPending  int           // kretry only; 0: default
 	commitIvl   time.Duration // kretry only; 0: default
 	obs         *txnObserver  // kretry only
+	peerPID     atomic.Int64  // JVM peers: the JVM's pid, for its CPU
+	peerRSS     atomic.Int64  // JVM peers: peak RSS in bytes, read at stop
+	peerJIT     atomic.Int64  // JVM peers: JIT compiler threads' CPU (ns) over the JVM's life, read at stop
+}
+
+// peerCPU is the CPU time of the peer's JVM, 0 for the in-process peers.
+func (e *env) peerCPU() time.Duration {
+	if pid := e.peerPID.Load(); pid != 0 {
+		return procCPU(int(pid))
+	}
+	return 0
 }
 
 // peer is one consumer under test. start returns once it consumes (or is
@@ -40,6 +54,8 @@ type peer struct {
 	// baseline names the peer whose throughput this one is compared with.
 	baseline string
 	start    func(ctx context.Context, e *env) (stop func(), err error)
+	// jvm marks a peer run as a JVM subprocess: its CPU is the JVM's.
+	jvm bool
 }
 
 var (

@@ -209,28 +209,16 @@ func (a *app) begin(from, to int) *phase {
 	return ph
 }
 
-// handle is the application: value in, outcome out.
+// handle is the application: value in, outcome out. The Spring peers run
+// the same logic in Java (spring/src/.../App.java) and report each step
+// through call, failed, ack and settle (spring.go).
 func (a *app) handle(ctx context.Context, value []byte) outcome {
-	now := time.Now()
+	now := time.Now().UnixNano()
 	i, ok := decode(value)
 	if !ok || i >= len(a.calls) {
 		return failPermanent
 	}
-	a.mu.Lock()
-	ph := a.phase
-	a.mu.Unlock()
-	if ph != nil && i >= ph.from && i < ph.to {
-		ph.start.CompareAndSwap(0, now.UnixNano())
-	}
-	n := a.calls[i].Add(1)
-	if n == 2 && ph != nil && i >= ph.from && i < ph.to {
-		if f := a.failedAt[i].Load(); f != 0 {
-			late := now.Sub(time.Unix(0, f).Add(a.delay))
-			a.mu.Lock()
-			ph.lateness = append(ph.lateness, late)
-			a.mu.Unlock()
-		}
-	}
+	n := a.call(i, now)
 	switch a.p.classes[i] {
 	case classPermanent:
 		a.settle(i, now)
@@ -248,14 +236,43 @@ func (a *app) handle(ctx context.Context, value []byte) outcome {
 			t.Stop()
 			return failTransient
 		}
-		now = time.Now()
+		now = time.Now().UnixNano()
 	}
-	if a.acked[i].CompareAndSwap(0, now.UnixNano()) {
+	a.ack(i, now)
+	return ack
+}
+
+// call counts a handler call of record i that started at now (Unix ns)
+// and returns its number (1 for the first attempt). The second call of a
+// record that failed transiently gives its retry lateness.
+func (a *app) call(i int, now int64) int32 {
+	a.mu.Lock()
+	ph := a.phase
+	a.mu.Unlock()
+	in := ph != nil && i >= ph.from && i < ph.to
+	if in {
+		ph.start.CompareAndSwap(0, now)
+	}
+	n := a.calls[i].Add(1)
+	if n == 2 && in {
+		if f := a.failedAt[i].Load(); f != 0 {
+			late := time.Duration(now - f - int64(a.delay))
+			a.mu.Lock()
+			ph.lateness = append(ph.lateness, late)
+			a.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// ack records the application's acknowledgement of record i at now; a
+// second one counts as a repeated delivery.
+func (a *app) ack(i int, now int64) {
+	if a.acked[i].CompareAndSwap(0, now) {
 		a.settle(i, now)
 	} else {
 		a.dupes.Add(1)
 	}
-	return ack
 }
 
 // drop settles a record a peer gave up on (the bare loops do not retry).
@@ -264,11 +281,13 @@ func (a *app) drop(value []byte) {
 		if a.acked[i].Load() == 0 {
 			a.dropped.Add(1)
 		}
-		a.settle(i, time.Now())
+		a.settle(i, time.Now().UnixNano())
 	}
 }
 
-func (a *app) settle(i int, now time.Time) {
+// settle marks record i done at now (Unix ns): acknowledged, dead-lettered
+// as permanent, or dropped.
+func (a *app) settle(i int, now int64) {
 	if a.settled[i].Swap(true) {
 		return
 	}
@@ -278,7 +297,7 @@ func (a *app) settle(i int, now time.Time) {
 	if ph == nil || i < ph.from || i >= ph.to {
 		return
 	}
-	t := now.UnixNano()
+	t := now
 	if a.p.healthy(i) {
 		if p := a.produced[i].Load(); p != 0 && a.acked[i].Load() != 0 {
 			a.mu.Lock()
@@ -318,7 +337,8 @@ func (ph *phase) wait(d time.Duration) bool {
 	}
 }
 
-// cpuSampler samples this process's and the broker's CPU time every 5ms,
+// cpuSampler samples the CPU time of this process, of the broker and of
+// an external peer (the Spring peers' JVM; 0 for the others) every 5ms,
 // so that the CPU of a window can be read afterwards at any two instants
 // (linear interpolation between samples).
 type cpuSampler struct {
@@ -326,16 +346,17 @@ type cpuSampler struct {
 	t    []int64
 	self []time.Duration
 	brk  []time.Duration
+	peer []time.Duration
 	stop chan struct{}
 	done chan struct{}
 }
 
-func startSampler(brk func() time.Duration) *cpuSampler {
+func startSampler(brk, peer func() time.Duration) *cpuSampler {
 	s := &cpuSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	sample := func() {
-		t, c, b := time.Now().UnixNano(), processCPU(), brk()
+		t, c, b, p := time.Now().UnixNano(), processCPU(), brk(), peer()
 		s.mu.Lock()
-		s.t, s.self, s.brk = append(s.t, t), append(s.self, c), append(s.brk, b)
+		s.t, s.self, s.brk, s.peer = append(s.t, t), append(s.self, c), append(s.brk, b), append(s.peer, p)
 		s.mu.Unlock()
 	}
 	sample()
@@ -360,18 +381,24 @@ func (s *cpuSampler) close() { close(s.stop); <-s.done }
 
 // at returns the CPU times (this process, broker) at Unix ns t.
 func (s *cpuSampler) at(t int64) (self, brk time.Duration) {
+	return s.interp(t, s.self), s.interp(t, s.brk)
+}
+
+// peerAt returns the external peer's CPU time at Unix ns t.
+func (s *cpuSampler) peerAt(t int64) time.Duration { return s.interp(t, s.peer) }
+
+func (s *cpuSampler) interp(t int64, v []time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, _ := slices.BinarySearch(s.t, t)
 	switch {
 	case i == 0:
-		return s.self[0], s.brk[0]
+		return v[0]
 	case i >= len(s.t):
-		return s.self[len(s.t)-1], s.brk[len(s.t)-1]
+		return v[len(s.t)-1]
 	}
 	f := float64(t-s.t[i-1]) / float64(s.t[i]-s.t[i-1])
-	lerp := func(a, b time.Duration) time.Duration { return a + time.Duration(f*float64(b-a)) }
-	return lerp(s.self[i-1], s.self[i]), lerp(s.brk[i-1], s.brk[i])
+	return v[i-1] + time.Duration(f*float64(v[i]-v[i-1]))
 }
 
 // processCPU is this process's user + system CPU time (getrusage).

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// report prints the table, the ratios and the targets.
+func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
+	find := func(wl, peer string) *result {
+		for _, r := range rs {
+			if r.w.name == wl && r.p.name == peer && r.err == nil {
+				return r
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b float64) string {
+		if a == 0 || b == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	rows := [][]string{{"workload", "peer", "rec/s", "×baseline", "healthy-key rec/s", "×own healthy run",
+		"p50", "p99", "p99 ×own healthy", "retry late p99 paced", "retry late p99 drain", "CPU s/100k", "broker CPU s/100k", "notes"}}
+	for _, r := range rs {
+		if r.err != nil {
+			rows = append(rows, []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + short(r.err)})
+			continue
+		}
+		xb, xo, xp := "–", "–", "–"
+		if base := find(r.w.name, r.p.baseline); base != nil {
+			xb = ratio(r.recPerSec, base.recPerSec)
+		}
+		if own := find("healthy", r.p.name); own != nil && r.w.name != "healthy" {
+			xo = ratio(r.healthyPerSec, own.recPerSec)
+			xp = ratio(float64(r.p99), float64(own.p99))
+		}
+		late, drain := "–", "–"
+		if r.lateN > 0 {
+			late, drain = ms(r.lateP99Paced), ms(r.lateP99Drain)
+		}
+		brk := fmt.Sprintf("%.2f", r.brokerPer100)
+		if cfg.inproc && s.kind == siteEmbedded {
+			brk = "(in CPU)"
+		}
+		var notes []string
+		if !r.drainComplete {
+			notes = append(notes, "backlog not drained in 120s")
+		}
+		if !r.pacedComplete {
+			notes = append(notes, "paced phase incomplete: p99 is a lower bound")
+		}
+		if r.dropped > 0 {
+			notes = append(notes, fmt.Sprintf("dropped %d failed records", r.dropped))
+		}
+		if r.dupes > 0 {
+			notes = append(notes, fmt.Sprintf("%d repeated acks", r.dupes))
+		}
+		if r.peerRSS > 0 {
+			notes = append(notes, fmt.Sprintf("JVM peak RSS %.0f MiB", float64(r.peerRSS)/(1<<20)))
+		}
+		if r.peerJIT > 0 {
+			notes = append(notes, fmt.Sprintf("JIT %.1fs CPU over the JVM's life", r.peerJIT.Seconds()))
+		}
+		rows = append(rows, []string{r.w.name, r.p.name, fmt.Sprintf("%.0f", r.recPerSec), xb, fmt.Sprintf("%.0f", r.healthyPerSec), xo,
+			ms(r.p50), ms(r.p99), xp, late, drain, fmt.Sprintf("%.2f", r.cpuPer100k), brk, strings.Join(notes, "; ")})
+	}
+	markdown(out, rows)
+
+	var kr []string
+	for _, r := range rs {
+		if r.txns != "" {
+			kr = append(kr, fmt.Sprintf("      %-9s %-12s join→first source fetch %s; %s", r.w.name, r.p.name, ms(r.joinDelay), r.txns))
+		}
+	}
+	if len(kr) > 0 {
+		fmt.Fprintln(out, "\n    kretry transactions (backlog and paced phases):")
+		for _, l := range kr {
+			fmt.Fprintln(out, l)
+		}
+	}
+
+	reportRatios(out, find, ratio)
+	reportTargets(out, find, m)
+	if m != nil {
+		fmt.Fprintf(out, "\n    memory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
+			m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
+		fmt.Fprintf(out, "      per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
+		fmt.Fprintf(out, "      per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
+	}
+}
+
+// short is the first line of err, at most 160 characters, for a table
+// cell (the whole error went to stderr as the run failed).
+func short(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if utf8.RuneCountInString(s) > 160 {
+		s = string([]rune(s)[:160]) + "…"
+	}
+	return s
+}
+
+type finder func(wl, peer string) *result
+
+var (
+	thr  = func(r *result) float64 { return r.recPerSec }
+	hthr = func(r *result) float64 { return r.healthyPerSec }
+	p99  = func(r *result) float64 { return float64(r.p99) }
+	cpu  = func(r *result) float64 { return r.cpuPer100k }
+)
+
+func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
+	fmt.Fprintln(out, "\n    ratios:")
+	line := func(what string, a, b *result, f func(*result) float64) {
+		if a == nil || b == nil {
+			return
+		}
+		fmt.Fprintf(out, "      %-62s %s\n", what, ratio(f(a), f(b)))
+	}
+	line("healthy: kretry in-process / bare (rec/s)", find("healthy", "kretry"), find("healthy", "bare"), thr)
+	line("healthy: kretry in-process / watermill (rec/s)", find("healthy", "kretry"), find("healthy", "watermill"), thr)
+	line("healthy: kretry HTTP / bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), thr)
+	for _, sp := range []string{"spring-retry", "spring-block"} {
+		for _, wl := range []string{"healthy", "failures", "slow-key"} {
+			line(wl+": kretry in-process / "+sp+" (rec/s)", find(wl, "kretry"), find(wl, sp), thr)
+		}
+		line("healthy: kretry CPU per record / "+sp+"'s", find("healthy", "kretry"), find("healthy", sp), cpu)
+		line("failures: "+sp+" healthy-key p99 / kretry's", find("failures", sp), find("failures", "kretry"), p99)
+	}
+	for _, pn := range []string{"blocking", "watermill", "kretry", "kretry-http", "spring-retry", "spring-block"} {
+		line("failures: "+pn+" healthy-key p99 / own healthy p99", find("failures", pn), find("healthy", pn), p99)
+	}
+	line("failures: blocking p99 / kretry p99", find("failures", "blocking"), find("failures", "kretry"), p99)
+	line("failures: watermill p99 / kretry p99", find("failures", "watermill"), find("failures", "kretry"), p99)
+	for _, pn := range []string{"bare", "blocking", "watermill", "kretry", "kretry-http", "bare-post", "spring-retry", "spring-block"} {
+		a, b := find("slow-key", pn), find("healthy", pn)
+		if a != nil && b != nil {
+			fmt.Fprintf(out, "      %-62s %s\n", "slow-key: "+pn+" other keys' rec/s / no-slow-key rec/s", ratio(hthr(a), thr(b)))
+		}
+	}
+	line("1%-keys: kretry healthy-key p99 / own healthy p99", find("1%-keys", "kretry"), find("healthy", "kretry"), p99)
+	line("1%-keys: kretry healthy-key rec/s / own healthy rec/s", find("1%-keys", "kretry"), find("healthy", "kretry"), func(r *result) float64 {
+		if r.w.name == "healthy" {
+			return r.recPerSec
+		}
+		return r.healthyPerSec
+	})
+	line("1%-keys: kretry rec/s (all records) / own healthy rec/s", find("1%-keys", "kretry"), find("healthy", "kretry"), thr)
+	line("1%-keys: blocking p99 / kretry p99", find("1%-keys", "blocking"), find("1%-keys", "kretry"), p99)
+	line("1%-keys: spring-block p99 / kretry p99", find("1%-keys", "spring-block"), find("1%-keys", "kretry"), p99)
+}
+
+// reportTargets prints issue 10's speed targets (and issue 3's) as PASS or
+// MISS.
+func reportTargets(out io.Writer, find finder, m *memResult) {
+	fmt.Fprintln(out, "\n    targets (issue 10; issue 3 for 1%-keys):")
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "MISS"
+	}
+	target := func(what string, a, b *result, f, g func(*result) float64, ok func(float64) bool, want string) {
+		if a == nil || b == nil || g(b) == 0 {
+			fmt.Fprintf(out, "      n/a   %s (not run)\n", what)
+			return
+		}
+		v := f(a) / g(b)
+		fmt.Fprintf(out, "      %s  %-68s %.2f× (want %s)\n", verdict(ok(v)), what, v, want)
+	}
+	atLeast := func(w float64) func(float64) bool { return func(v float64) bool { return v >= w } }
+	atMost := func(w float64) func(float64) bool { return func(v float64) bool { return v > 0 && v <= w } }
+	target("healthy: kretry in-process ≥ 1.5× watermill (rec/s)", find("healthy", "kretry"), find("healthy", "watermill"), thr, thr, atLeast(1.5), "≥ 1.5×")
+	if r := find("healthy", "kretry"); r != nil {
+		us := r.cpuPer100k * 10 // CPU s per 100k records → µs per record
+		fmt.Fprintf(out, "      %s  %-68s %.2fµs (want ≤ 3µs)\n", verdict(us > 0 && us <= 3), "healthy: kretry in-process CPU per record ≤ 3µs", us)
+	}
+	target("healthy: kretry HTTP ≥ 0.95× bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), thr, thr, atLeast(0.95), "≥ 0.95×")
+	target("failures: kretry healthy-key p99 ≤ 1.3× own no-failure p99", find("failures", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.3), "≤ 1.3×")
+	target("failures: kretry HTTP healthy-key p99 ≤ 1.3× own no-failure p99", find("failures", "kretry-http"), find("healthy", "kretry-http"), p99, p99, atMost(1.3), "≤ 1.3×")
+	target("slow key: kretry other keys' rec/s ≥ 0.95× no-slow-key run", find("slow-key", "kretry"), find("healthy", "kretry"), hthr, thr, atLeast(0.95), "≥ 0.95×")
+	target("slow key: kretry HTTP other keys' rec/s ≥ 0.95× no-slow-key run", find("slow-key", "kretry-http"), find("healthy", "kretry-http"), hthr, thr, atLeast(0.95), "≥ 0.95×")
+	for _, wl := range []string{"failures", "1%-keys"} {
+		for _, pn := range []string{"kretry", "kretry-http"} {
+			r := find(wl, pn)
+			if r == nil || r.lateN == 0 {
+				continue
+			}
+			for _, c := range []struct {
+				phase string
+				d     time.Duration
+			}{{"paced", r.lateP99Paced}, {"backlog drain", r.lateP99Drain}} {
+				fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
+					fmt.Sprintf("%s: %s retry lateness p99 ≤ 100ms, %s", wl, pn, c.phase), ms(c.d))
+			}
+		}
+	}
+	if m != nil {
+		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 1024)\n", verdict(m.perBlockedKey <= 1024), "memory: per blocked key ≤ 1 KB", m.perBlockedKey)
+		beyond := m.perParkedRecord - float64(m.keyBytes+m.valueBytes)
+		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
+	}
+	target("issue 3, 1% of keys failing: kretry healthy-key p99 ≤ 1.5× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.5), "≤ 1.5×")
+	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), hthr, thr, atLeast(0.9), "≥ 0.9×")
+	target("issue 3, 1% of keys failing: kretry rec/s, all records ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), thr, thr, atLeast(0.9), "≥ 0.9×")
+}
+
+// markdown prints rows as a Markdown table, padded to line up in a
+// terminal too.
+func markdown(out io.Writer, rows [][]string) {
+	w := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			w[i] = max(w[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(r []string) {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, c := range r {
+			pad := strings.Repeat(" ", w[i]-utf8.RuneCountInString(c))
+			if i < 2 || i == len(r)-1 {
+				b.WriteString(" " + c + pad + " |")
+			} else {
+				b.WriteString(" " + pad + c + " |")
+			}
+		}
+		fmt.Fprintln(out, strings.TrimRight(b.String(), " "))
+	}
+	line(rows[0])
+	sep := make([]string, len(w))
+	for i := range w {
+		if i < 2 || i == len(w)-1 {
+			sep[i] = strings.Repeat("-", w[i])
+		} else {
+			sep[i] = strings.Repeat("-", w[i]-1) + ":"
+		}
+	}
+	line(sep)
+	for _, r := range rows[1:] {
+		line(r)
+	}
+}
