@@ -100,9 +100,6 @@ import (
 // Engine runs one source topic. Create it with New, run it with Run.
 type Engine struct {
 	opts   Options
-	// clientID is the group client's Kafka client id, unique to this
-	// engine (see ownClientID), unless ClientOpts set one.
-	clientID string
 	plan   retrytopics.Plan
 	log    *slog.Logger
 	stats  Stats
@@ -286,10 +283,7 @@ func (e *Engine) groupClientOpts() []kgo.Opt {
 	if e.parking() {
 		consume = append(consume, e.opts.ParkingTopic)
 	}
-	e.clientID = newClientID()
-	// Our client id first, so that one in ClientOpts wins.
-	copts := append([]kgo.Opt{kgo.ClientID(e.clientID)}, e.opts.ClientOpts...)
-	copts = append(copts,
+	copts := append(slices.Clone(e.opts.ClientOpts),
 		kgo.SeedBrokers(e.opts.Brokers...),
 		kgo.ConsumerGroup(e.opts.Group),
 		kgo.ConsumeTopics(consume...),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -87,37 +86,12 @@ func (e *Engine) instanceTaken() bool {
 	if err != nil {
 		return false
 	}
-	own := e.ownClientID()
 	for _, m := range gs[e.opts.Group].Members {
-		if own != "" && m.ClientID == own {
-			// Our own client under a member id it has not learned: a
-			// JoinGroup that Kafka answered and franz-go retried (its
-			// answer lost in a broker outage) registers our instance id
-			// twice, the second replacing the first, and the first's
-			// SyncGroup then meets FENCED_INSTANCE_ID. Not a takeover.
-			continue
-		}
 		if m.InstanceID != nil && *m.InstanceID == e.opts.InstanceID && m.MemberID != ours {
 			return true
 		}
 	}
 	return false
-}
-
-// newClientID is a Kafka client id unique to one engine, so that the group
-// tells our own members from another process's under the same instance id
-// (DescribeGroups lists each member's client id).
-func newClientID() string {
-	return fmt.Sprintf("kretry-%016x", rand.Uint64())
-}
-
-// ownClientID is the group client's client id when it is ours (unique),
-// or "" when ClientOpts set one, which another instance may share.
-func (e *Engine) ownClientID() string {
-	if id, _ := e.sess.Client().OptValue(kgo.ClientID).(string); id == e.clientID {
-		return id
-	}
-	return ""
 }
 
 // resetSession replaces the group transact session after errSessionReset:

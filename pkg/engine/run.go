@@ -3,10 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -59,11 +57,6 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if err := e.fetchErrors(fetches); err != nil {
 			e.sess.AllowRebalance()
-			if errors.Is(err, errSessionReset) {
-				if err = e.resetSession(ctx, err); err == nil {
-					continue
-				}
-			}
 			return err
 		}
 
@@ -208,12 +201,6 @@ func (e *Engine) fetchErrors(fetches kgo.Fetches) error {
 		e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 	})
 	if fenced != nil {
-		if errors.Is(fenced, kerr.FencedInstanceID) && e.opts.InstanceID != "" && e.ownClientID() != "" && !e.instanceTaken() {
-			// FENCED_INSTANCE_ID, and the group lists no other process
-			// under our instance id: our own retried join (instanceTaken).
-			// A new session joins afresh under the instance id.
-			return fmt.Errorf("%w: %w", errSessionReset, fenced)
-		}
 		return e.fenced(fenced)
 	}
 	return e.authFailing(authErr, time.Now())
