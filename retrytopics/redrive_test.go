@@ -3,6 +3,7 @@ package retrytopics_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -100,5 +101,51 @@ func TestRedriveRecordRefusesForgedHeaders(t *testing.T) {
 	}
 	if _, err := (&retrytopics.Redrive{Tier: "t"}).Record(d, time.Now()); !errors.Is(err, retrytopics.ErrBadHeaders) {
 		t.Errorf("garbage offset: err = %v, want ErrBadHeaders", err)
+	}
+}
+
+// TestRedriveRecordForgedCounts: a DLQ record whose kretry-redrive-count
+// is forged (written by hand, or a count at the int64 limit) is redriven
+// with a readable count of at least 1 and the new redrive id, never with
+// the redrive headers dropped (a count that wrapped to a negative value
+// would lose them, and the engine would no longer see the record as
+// redriven); an unreadable pair stays, byte for byte, an original header.
+func TestRedriveRecordForgedCounts(t *testing.T) {
+	ts := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	rd := retrytopics.Redrive{Tier: "orders.retry.1m", ID: "rd-new", Version: "v2"}
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		redrives  int64 // Origin.Redrives written by the engine
+		forged    string
+		wantCount int64
+	}{
+		{name: "at the int64 limit", redrives: math.MaxInt64, wantCount: math.MaxInt64},
+		{name: "minus one", forged: "-1", wantCount: 1},
+		{name: "past int64", forged: "99999999999999999999", wantCount: 1},
+		{name: "not a number", forged: "many", wantCount: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var orig []kgo.RecordHeader
+			if tc.forged != "" {
+				orig = []kgo.RecordHeader{{Key: retrytopics.HeaderRedriveCount, Value: []byte(tc.forged)}, {Key: retrytopics.HeaderRedriveID, Value: []byte("forged")}}
+			}
+			o := retrytopics.Origin{Topic: "orders", Partition: 0, Offset: 3, Timestamp: ts, Attempts: 2, Headers: orig,
+				Redrives: tc.redrives, RedriveID: "old"}
+			r, err := rd.Record(dlqRecord(t, o, []byte("k"), []byte("v")), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := retrytopics.ReadOrigin(r, false, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Redrives != tc.wantCount || got.RedriveID != "rd-new" {
+				t.Fatalf("redrives %d id %q, want %d and rd-new", got.Redrives, got.RedriveID, tc.wantCount)
+			}
+			if !sameHeaders(got.Headers, orig) {
+				t.Fatalf("original headers %v, want %v", got.Headers, orig)
+			}
+		})
 	}
 }
