@@ -2,6 +2,7 @@ package retrytopics
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -123,7 +124,9 @@ func (rd *Redrive) Record(r *kgo.Record, now time.Time) (*kgo.Record, error) {
 	}
 	o := d.Origin
 	o.Attempts = 0
-	o.Redrives++
+	if o.Redrives < math.MaxInt64 { // a forged count at the limit must not wrap negative (appendRedrive would drop the pair)
+		o.Redrives++
+	}
 	o.RedriveID = rd.ID
 	m := Move{
 		Origin:   o,
