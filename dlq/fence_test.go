@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,5 +64,52 @@ func TestTakeoverFencesTheOlderOperation(t *testing.T) {
 		if seen[en.ID] != 1 {
 			t.Errorf("%s on the tier %d times, want once", en.ID, seen[en.ID])
 		}
+	}
+}
+
+// TestFencedOlderReleaseLeavesTheNewerHolding: an older operation taken
+// over (paused past the TTL, then resumed) is fenced at its next commit
+// and then releases its lease record. That release must not free the DLQ
+// while the newer operation still holds it: a third operation is refused,
+// naming the newer one, instead of taking over and fencing it.
+func TestFencedOlderReleaseLeavesTheNewerHolding(t *testing.T) {
+	e := newEnv(t, 2, time.Hour)
+	const ttl = 40 * time.Second // renewals every 10s: none from the older during its run
+	c := e.client(dlq.WithLeaseTTL(ttl))
+	deadLetter(t, e, c, 10)
+	progressed := make(chan struct{}, 1)
+	older := make(chan error, 1)
+	go func() {
+		_, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 1, Progress: func(dlq.Progress) {
+			select {
+			case progressed <- struct{}{}:
+			default:
+			}
+		}})
+		older <- err
+	}()
+	<-progressed
+	ahead := dlq.NewFakeClock()
+	_ = ahead.Sleep(context.Background(), time.Hour)
+	holding, unblock := make(chan struct{}), make(chan struct{})
+	newer := make(chan error, 1)
+	var once sync.Once
+	go func() {
+		_, err := e.client(dlq.WithClock(ahead), dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1,
+			Progress: func(dlq.Progress) { once.Do(func() { close(holding); <-unblock }) }})
+		newer <- err
+	}()
+	if err := <-older; !errors.Is(err, dlq.ErrFenced) {
+		t.Fatalf("the older operation ended with %v, want ErrFenced", err)
+	}
+	<-holding // the newer one holds the lease, its renewals running
+	_, err := e.client(dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Reason: "third", Rate: -1})
+	close(unblock)
+	var busy *dlq.BusyError
+	if !errors.As(err, &busy) || busy.Lease.Action != "redrive" {
+		t.Errorf("third operation: %v, want a BusyError naming the newer redrive", err)
+	}
+	if err := <-newer; err != nil {
+		t.Errorf("the newer operation: %v, want it to end cleanly", err)
 	}
 }
