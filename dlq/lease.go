@@ -64,13 +64,13 @@ type heldLease struct {
 // acquire takes the lease of the DLQ for self, or returns a *BusyError.
 func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 	topic := MarksTopic(c.t.DLQ)
-	rd, latest, err := c.latestLease(ctx, topic)
+	rd, holders, err := c.heldLeases(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
-	if latest != nil && latest.State == leaseHeld {
-		if err := c.watchHolder(ctx, rd, *latest); err != nil {
+	if len(holders) > 0 {
+		if err := c.watchHolders(ctx, rd, holders); err != nil {
 			return nil, err
 		}
 	}
@@ -118,10 +118,14 @@ func onLease(fn func(Lease)) func(*kgo.Record) {
 	}
 }
 
-// latestLease reads the marks topic (read_uncommitted: lease records are
+// heldLeases reads the marks topic (read_uncommitted: lease records are
 // not transactional) to its end and returns the reader, positioned there,
-// and the last lease record (nil when none). Close the reader.
-func (c *Client) latestLease(ctx context.Context, topic string) (*kgo.Client, *Lease, error) {
+// and every holder whose last lease record is held, in log order of that
+// record. Not only the last lease record counts: an operation that was
+// taken over (paused past the TTL) writes its renewals and its release
+// after the newer holder's claim, and that release frees nothing. Close
+// the reader.
+func (c *Client) heldLeases(ctx context.Context, topic string) (*kgo.Client, []Lease, error) {
 	ends, err := c.adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -138,27 +142,36 @@ func (c *Client) latestLease(ctx context.Context, topic string) (*kgo.Client, *L
 	if err != nil {
 		return nil, nil, err
 	}
-	var latest *Lease
+	var held []Lease
 	if end > 0 {
-		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) { latest = &l })); err != nil {
+		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) {
+			held = slices.DeleteFunc(held, func(h Lease) bool { return h.Holder == l.Holder })
+			if l.State == leaseHeld {
+				held = append(held, l)
+			}
+		})); err != nil {
 			rd.Close()
 			return nil, nil, err
 		}
 	}
-	return rd, latest, nil
+	return rd, held, nil
 }
 
-// watchHolder waits up to the lease TTL for a sign of life of the holder of
-// l (a renewal: busy) or its release; a lease not renewed by then, or
-// whose last write is older than twice the TTL, belonged to a process that
-// died.
-func (c *Client) watchHolder(ctx context.Context, rd *kgo.Client, l Lease) error {
-	if c.clk.Now().Sub(l.At) > 2*c.ttl {
-		c.log.Warn("taking over the lease of an operation that stopped without releasing it", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "last_renewed", l.At)
-		return nil
+// watchHolders waits up to the lease TTL for a sign of life of any holder
+// (a renewal, or a new claim: busy) or the release of all of them. A
+// holder not renewed by then, or whose last write is older than twice the
+// TTL, belonged to a process that died.
+func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lease) error {
+	live := map[string]Lease{}
+	for _, l := range holders {
+		if c.clk.Now().Sub(l.At) > 2*c.ttl {
+			c.log.Warn("taking over the lease of an operation that stopped without releasing it", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "last_renewed", l.At)
+			continue
+		}
+		live[l.Holder] = l
 	}
 	deadline := time.Now().Add(c.ttl)
-	for time.Now().Before(deadline) {
+	for len(live) > 0 && time.Now().Before(deadline) {
 		pctx, cancel := context.WithDeadline(ctx, deadline)
 		fs := rd.PollFetches(pctx)
 		cancel()
@@ -166,27 +179,24 @@ func (c *Client) watchHolder(ctx context.Context, rd *kgo.Client, l Lease) error
 			return err
 		}
 		var busy error
-		released := false
 		fs.EachRecord(func(r *kgo.Record) {
 			var n Lease
 			if string(r.Key) != leaseKey || json.Unmarshal(r.Value, &n) != nil {
 				return
 			}
-			switch {
-			case n.State == leaseHeld:
+			if n.State == leaseHeld {
 				busy = &BusyError{DLQ: c.t.DLQ, Lease: n, TTL: c.ttl}
-			case n.Holder == l.Holder:
-				released = true
+			} else {
+				delete(live, n.Holder)
 			}
 		})
 		if busy != nil {
 			return busy
 		}
-		if released {
-			return nil
-		}
 	}
-	c.log.Warn("taking over the lease of an operation not renewed for the lease TTL (killed?)", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "ttl", c.ttl)
+	for _, l := range live {
+		c.log.Warn("taking over the lease of an operation not renewed for the lease TTL (killed?)", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "ttl", c.ttl)
+	}
 	return nil
 }
 
