@@ -83,7 +83,7 @@ func (e *env) joinAsOrphan(instance string) {
 	if len(req.Protocols) == 0 {
 		e.t.Fatalf("group %s has no member with instance id %q: %+v", e.group(), instance, g.Members)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ClientID("orphan-maker"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -118,5 +118,30 @@ func TestBrokerTroubleIsRecorded(t *testing.T) {
 	c.OnBrokerConnect(kgo.BrokerMetadata{}, 0, nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")})
 	if _, ok := c.since(time.Now()); !ok {
 		t.Fatal("a refused dial is not trouble")
+	}
+}
+
+// Kafka gives a replaced static member's new member id to a copy of the old
+// member: the group keeps listing the old client id, so a client id cannot
+// tell our own member from a twin's (orphan.go; the embedded broker's third
+// fix, internal/thirdparty/kfake/README.md).
+func TestStaticReplacementKeepsTheClientID(t *testing.T) {
+	e := newEnv(t, 1)
+	a := newRecorder()
+	o := e.staticOptions(a, "cid")
+	o.ClientOpts = append(o.ClientOpts, kgo.ClientID("first-holder"))
+	r := e.runEngine(o)
+	t.Cleanup(r.cancel)
+	e.produce(e.values("v", 1, 1)...)
+	eventually(t, "the first record delivered", func() bool { return len(a.callsForValue("v0")) > 0 })
+	e.joinAsOrphan("cid") // from client id "orphan-maker"
+	gs, err := e.adm.DescribeGroups(context.Background(), e.group())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range gs[e.group()].Members {
+		if m.InstanceID != nil && *m.InstanceID == "cid" && m.ClientID != "first-holder" {
+			t.Errorf("after the replacement member %s lists client id %q, want the old member's %q", m.MemberID, m.ClientID, "first-holder")
+		}
 	}
 }
