@@ -71,11 +71,9 @@ type breaker struct {
 	until  time.Time     // open: when probing may start
 	span   time.Duration // open: the length of the current wait
 	rounds int           // failed probe rounds in this outage
-	level  int           // rounds lost to fresh probes: the wait doubles per level
 	out    int           // probes handed out this round
 	ok     int           // probes that succeeded this round
 	bad    int           // probes that failed this round
-	strong bool          // one of them was a first attempt never held
 	ramp   int           // after closing: the in-flight cap; 0 none
 
 	// The windows of first attempts and of retries (tier records): the
@@ -170,7 +168,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 		if now.Before(b.until) {
 			return false, false
 		}
-		b.state, b.out, b.ok, b.bad, b.strong = Probing, 0, 0, 0, false
+		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -211,7 +209,7 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.level, b.ramp = Open, reason, now, 0, 0, 0
+	b.state, b.reason, b.since, b.rounds, b.ramp = Open, reason, now, 0, 0
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -253,18 +251,15 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	need := b.cfg.Probes/2 + 1
 	if failed {
-		// A record that failed before (a retry, or held) failing again
-		// is weak evidence: a round lost only to such probes probes again
-		// after the same wait instead of a longer one.
-		b.strong = b.strong || !t.retry && !o.Again
 		if b.bad++; b.bad <= b.cfg.Probes-need {
 			return Probe // the round is not lost yet
 		}
-		if b.strong {
-			b.level++
-		}
+		// Every lost round doubles the wait, also one lost only to
+		// records that failed before (held records, retries: weak
+		// evidence, the only records there are when the source is quiet);
+		// at the same wait they would be probed every second forever.
 		b.rounds++
-		w := b.wait(b.level)
+		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
 			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds)
