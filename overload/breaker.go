@@ -91,9 +91,17 @@ type breaker struct {
 	recovering bool
 	trial      int
 
+	// weak: this outage opened on retries alone and no first attempt
+	// failed as a probe since (see Spend).
+	weak bool
+
 	held   int64
 	opened map[Reason]int64
 }
+
+// weakRounds is how many probe rounds a weak outage loses before its
+// failed probes spend attempts that dead-letter (see Spend).
+const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, opened: map[Reason]int64{},
@@ -209,7 +217,7 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.ramp = Open, reason, now, 0, 0
+	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -251,8 +259,15 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	need := b.cfg.Probes/2 + 1
 	if failed {
+		if !t.retry && !o.Again {
+			b.weak = false // a fresh record fails too: an outage
+		}
+		v := Probe
+		if b.weak && b.rounds >= weakRounds {
+			v = Spend
+		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
-			return Probe // the round is not lost yet
+			return v // the round is not lost yet
 		}
 		// Every lost round doubles the wait, also one lost only to
 		// records that failed before (held records, retries: weak
@@ -262,8 +277,8 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
-			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds)
-		return Probe
+			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "retries_only", b.weak)
+		return v
 	}
 	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
