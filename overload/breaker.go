@@ -2,7 +2,6 @@ package overload
 
 import (
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -72,11 +71,9 @@ type breaker struct {
 	until  time.Time     // open: when probing may start
 	span   time.Duration // open: the length of the current wait
 	rounds int           // failed probe rounds in this outage
-	level  int           // rounds lost to fresh probes: the wait doubles per level
 	out    int           // probes handed out this round
 	ok     int           // probes that succeeded this round
 	bad    int           // probes that failed this round
-	strong bool          // one of them was a first attempt never held
 	ramp   int           // after closing: the in-flight cap; 0 none
 
 	// The windows of first attempts and of retries (tier records): the
@@ -87,78 +84,32 @@ type breaker struct {
 	first, retry window
 	sinceFirstOK int
 
+	// Hysteresis (see relapse): reopenings since this episode's first
+	// opening, and, while recovering after a close, the deliveries
+	// counted since then.
+	relapses   int
+	recovering bool
+	trial      int
+
+	// weak: this outage opened on retries alone and no first attempt
+	// failed as a probe since (see Spend).
+	weak bool
+
 	held   int64
 	opened map[Reason]int64
 }
+
+// weakRounds is how many probe rounds a weak outage loses before its
+// failed probes spend attempts that dead-letter (see Spend).
+const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, opened: map[Reason]int64{},
 		first: newWindow(cfg), retry: newWindow(cfg)}
 }
 
-// window holds the last cfg.Window non-permanent outcomes of one kind,
-// key "" for a success.
-type window struct {
-	cfg      BreakerConfig
-	keys     []string
-	failed   []bool
-	head     int
-	failures int
-	counted  map[string]int // failure entries per key
-	// full: count at least a whole window (after the breaker closed: the
-	// records held or left behind by the outage come first, and must not
-	// reopen it at once), else half of one.
-	full bool
-}
-
-func newWindow(cfg BreakerConfig) window { return window{cfg: cfg, counted: map[string]int{}} }
-
-// tripped reports whether the window's failures (one per key) are at
-// least FailureRatio of its deliveries, counting at least Window/2 of
-// them: with the defaults, 10 of the last 20, or 5 keys failing with no
-// success between (a topic with few keys; one key failing alone never
-// opens it).
-func (w *window) tripped() bool {
-	floor := (w.cfg.Window + 1) / 2
-	if w.full {
-		floor = w.cfg.Window
-	}
-	volume := max(len(w.keys), floor)
-	return w.failures >= max(2, int(math.Ceil(w.cfg.FailureRatio*float64(volume))))
-}
-
-// add adds an OK or Transient outcome; a key's failure counts once.
-func (w *window) add(o Outcome) {
-	fail := o.Class == Transient
-	if fail && w.counted[o.Key] > 0 {
-		return // one key failing again and again is that key's problem
-	}
-	key := ""
-	if fail {
-		key = o.Key
-	}
-	if len(w.keys) < w.cfg.Window {
-		w.keys, w.failed = append(w.keys, key), append(w.failed, fail)
-	} else {
-		if w.failed[w.head] {
-			w.failures--
-			if w.counted[w.keys[w.head]]--; w.counted[w.keys[w.head]] <= 0 {
-				delete(w.counted, w.keys[w.head])
-			}
-		}
-		w.keys[w.head], w.failed[w.head] = key, fail
-		w.head = (w.head + 1) % w.cfg.Window
-	}
-	if fail {
-		w.failures++
-		w.counted[key]++
-	}
-}
-
-func (w *window) reset(full bool) {
-	w.keys, w.failed, w.head, w.failures, w.full = w.keys[:0], w.failed[:0], 0, 0, full
-	clear(w.counted)
-}
+// maxRelapses bounds the evidence a reopening needs: Window·2⁴ deliveries.
+const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
 // a retry, and reports whether the breaker should open.
@@ -166,6 +117,7 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	if o.Class != OK && o.Class != Transient {
 		return false
 	}
+	b.recovered()
 	b.sinceFirstOK++
 	if !retry {
 		if o.Class == OK {
@@ -178,11 +130,43 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	return o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
 }
 
-// resetWindow empties the windows when the breaker closes.
+// Hysteresis. A breaker that closes because its probes succeeded and
+// opens again at once is seeing records that fail together while the
+// dependency is fine (a synchronised failure of many keys: the block of
+// records behind the probes), or a dependency that flaps. Either way the
+// window that opened it was too small a sample, so each reopening in one
+// episode doubles the evidence the next one needs: after the n-th
+// reopening, the breaker opens again only when FailureRatio of the last
+// Window·2ⁿ deliveries failed, counting a whole such window (n at most
+// maxRelapses). The episode ends, and the window is Window again, once
+// the breaker stayed closed through one whole window of the size it
+// needed. The wait before probing does not grow with reopenings: the
+// probes succeeded, the dependency answered.
+
+// size is the evidence window after a close: Window·2^relapses.
+func (b *breaker) size() int { return b.cfg.Window << b.relapses }
+
+// resetWindow empties the windows when the breaker closes; they must see
+// a whole window of the episode's size before it can open again.
 func (b *breaker) resetWindow() {
-	b.first.reset(true)
-	b.retry.reset(true)
+	b.first.reset(b.size(), true)
+	b.retry.reset(b.size(), true)
 	b.sinceFirstOK = 0
+	b.recovering, b.trial = true, 0
+}
+
+// recovered counts a closed-state delivery and ends the episode when the
+// breaker stayed closed through a whole window since closing.
+func (b *breaker) recovered() {
+	if !b.recovering {
+		return
+	}
+	if b.trial++; b.trial < b.size() {
+		return
+	}
+	b.recovering, b.relapses = false, 0
+	b.first.shrink(b.cfg.Window)
+	b.retry.shrink(b.cfg.Window)
 }
 
 // admit reports whether a delivery may start; probe is true for a probe.
@@ -192,7 +176,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 		if now.Before(b.until) {
 			return false, false
 		}
-		b.state, b.out, b.ok, b.bad, b.strong = Probing, 0, 0, 0, false
+		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -233,7 +217,13 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.level, b.ramp = Open, reason, now, 0, 0, 0
+	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
+	if b.recovering {
+		b.relapses = min(maxRelapses, b.relapses+1) // see size
+	} else {
+		b.relapses = 0
+	}
+	b.recovering = false
 	b.answer = ""
 	if reason == ReasonSystemic {
 		b.answer = o.Answer
@@ -245,7 +235,7 @@ func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	if reason == ReasonDependency {
 		b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
 			"reason", reason, "failed", b.first.failures+b.retry.failures, "window", len(b.first.keys)+len(b.retry.keys),
-			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String())
+			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String(), "reopenings", b.relapses)
 	}
 }
 
@@ -269,26 +259,30 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	need := b.cfg.Probes/2 + 1
 	if failed {
-		// A record that failed before (a retry, or held) failing again
-		// is weak evidence: a round lost only to such probes probes again
-		// after the same wait instead of a longer one.
-		b.strong = b.strong || !t.retry && !o.Again
+		if !t.retry && !o.Again {
+			b.weak = false // a fresh record fails too: an outage
+		}
+		v := Probe
+		if b.weak && b.rounds >= weakRounds {
+			v = Spend
+		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
-			return Probe // the round is not lost yet
+			return v // the round is not lost yet
 		}
-		if b.strong {
-			b.level++
-		}
+		// Every lost round doubles the wait, also one lost only to
+		// records that failed before (held records, retries: weak
+		// evidence, the only records there are when the source is quiet);
+		// at the same wait they would be probed every second forever.
 		b.rounds++
-		w := b.wait(b.level)
+		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
-			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds)
-		return Probe
+			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "retries_only", b.weak)
+		return v
 	}
 	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
-			"open_for", now.Sub(b.since).Round(time.Millisecond).String(), "held", b.held)
+			"open_for", now.Sub(b.since).Round(time.Millisecond).String(), "held", b.held, "next_window", b.size())
 		b.state, b.ramp = Closed, b.cfg.Probes
 		b.resetWindow()
 	}

@@ -11,8 +11,10 @@
 //   - the dependency breaker (breaker.go): most recent deliveries failing
 //     transiently across many keys open it; open, nothing is delivered and
 //     failures are held; after a jittered wait that doubles per failed
-//     round it lets Probes deliveries through; when all succeed it closes
-//     and the in-flight limit grows back by one per success (slow start);
+//     round it lets Probes deliveries through; when a majority succeed it
+//     closes and the in-flight limit grows back by one per success (slow
+//     start); each reopening soon after a close doubles the window of
+//     deliveries the next opening needs (hysteresis, window.go);
 //   - the systemic permanent failure guard (guard.go): the same permanent
 //     answer for many records of at least two keys, and for most
 //     deliveries within a window, opens the same breaker after at most

@@ -59,6 +59,13 @@ const (
 	// own still walks the tiers (held forever, it could keep the breaker
 	// from ever seeing a success).
 	Probe
+	// Spend: a failed probe whose attempt counts even when it dead-letters
+	// the record. Only when the breaker opened on retries alone (a quiet
+	// source: no fresh record to tell an outage from records failing for
+	// reasons of their own), no first attempt has failed as a probe since,
+	// and weakRounds probe rounds were lost: records that fail on their
+	// own then reach the DLQ as exhausted instead of being held forever.
+	Spend
 )
 
 // Config configures a Gate. The zero value admits everything.
@@ -222,6 +229,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	if b.observe(o, t.retry) {
 		b.open(now, ReasonDependency, o)
+		b.weak = t.retry
 		g.guard.reset()
 		return Hold
 	}

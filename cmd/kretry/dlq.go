@@ -110,7 +110,16 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	switch sub {
 	case dlqShowCmd:
 		f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
-		f.offset = fs.Int64("offset", -1, "DLQ offset `N` of the record (required)")
+		off := int64(-1)
+		f.offset = &off
+		fs.Func("offset", "DLQ offset `N` of the record (required)", func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want an offset of 0 or more, as kretry dlq list prints it")
+			}
+			off = n
+			return nil
+		})
 		return f
 	case dlqStatsCmd:
 		return f
@@ -134,7 +143,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	f.quiet = fs.Bool("quiet", false, "no progress bar")
 	f.by = fs.String("by", defaultBy(), "`NAME` recorded as who did it (default $USER@host)")
 	if sub == dlqDiscardCmd {
-		f.reason = fs.String("reason", "", "why the records are not delivered, kept for audit `TEXT` (required)")
+		f.reason = fs.String("reason", "", "why the records are not delivered (`TEXT`, kept for audit; required)")
 	}
 	return f
 }

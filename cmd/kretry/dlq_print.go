@@ -68,7 +68,7 @@ func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newe
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Ref(), e.State, printable(e.Key, 24), e.Class(), status,
 			e.Attempts, e.Redrives, when(e.FirstFailure), when(e.LastFailure), now.Sub(e.Timestamp).Round(time.Second), printable([]byte(msg), 60))
 	}
-	fmt.Fprintf(tw, "%d records\n", len(sel))
+	fmt.Fprintf(tw, "%s\n", countRecords(len(sel)))
 	return tw.Flush()
 }
 
@@ -147,7 +147,7 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 		verb = "discarded"
 	}
 	if r.DryRun {
-		fmt.Fprintf(w, "dry run: %d records would be %s (nothing moved)\n", len(r.Entries), verb)
+		fmt.Fprintf(w, "dry run: %s would be %s (nothing moved)\n", countRecords(len(r.Entries)), verb)
 		for _, e := range r.Entries {
 			fmt.Fprintf(w, "  %s  %s  key %s  %s %d  %s\n", e.Ref(), e.ID, printable(e.Key, 24), e.Class(), e.Status, printable([]byte(e.Message), 60))
 		}
@@ -182,4 +182,12 @@ func (b *progressBar) done() {
 	if b != nil && b.drawn {
 		fmt.Fprintln(b.w)
 	}
+}
+
+// countRecords is "1 record" or "n records".
+func countRecords(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }

@@ -73,13 +73,16 @@ left over from a rename) go to stderr and do not change the exit status.`,
 	}
 	lagCmd = &command{
 		name:     "lag",
-		synopsis: "lag -c FILE [--json] [--watch [--interval DURATION]]",
-		purpose:  "print the consumer lag, age and status of kretry's groups and DLQs",
+		synopsis: "lag -c FILE [--json] [--watch [--interval DURATION]] [--metrics URL]…",
+		purpose:  "print the consumer lag, age and status of kretry's groups and DLQs, and each pipeline's overload signals",
 		about: `Needs the brokers of the config: with kafka.brokers [embedded] it dials
 embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + ` must be running.
-The status (OK, WARN, STALL, STOP, ERR) needs lag.window scans: use --watch.
+The status (OK, WARN, STALL, STOP, ERR) needs lag.window scans, and the
+enqueue, drain, tier and DLQ rates two scans: use --watch. The breaker,
+in-flight limit, retry share, budget and top failures come from a running
+instance's /metrics (metrics.listen, or --metrics URL).
 One scan exits 1 when it could not measure everything.`,
-		example: "kretry lag -c config.yaml\nkretry lag -c config.yaml --watch --interval 10s",
+		example: "kretry lag -c config.yaml\nkretry lag -c config.yaml --watch --interval 10s --metrics 10.0.0.7:9464",
 		short:   map[string]string{"config": "c"},
 	}
 	parkingCmd = &command{

@@ -18,17 +18,23 @@ import (
 	"github.com/kretry/kretry/pkg/config"
 )
 
-// cmdLag is `kretry lag -c FILE [--json] [--watch [--interval D]]`: one
-// scan of the lag monitor printed as a table (or JSON), or one per
-// interval until interrupted. With kafka.brokers [embedded] it dials
-// embedded.listen, where `kretry run` or `kretry broker` serves. The exit
-// status is 1 when a single scan could not measure everything.
+// cmdLag is `kretry lag -c FILE [--json] [--watch [--interval D]]
+// [--metrics URL]…`: one scan of the lag monitor printed as a table (or
+// JSON), or one per interval until interrupted, with each pipeline's
+// overload signals (lag_signals.go). With kafka.brokers [embedded] it
+// dials embedded.listen, where `kretry run` or `kretry broker` serves.
+// The exit status is 1 when a single scan could not measure everything.
 func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := lagCmd.flagSet(stderr)
 	path := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print each scan as one JSON object (one line per scan with --watch)")
 	watch := fs.Bool("watch", false, "scan again every --interval until interrupted; the status needs lag.window scans")
 	interval := durationFlag(fs, "interval", 5*time.Second, "time between scans with --watch, a Go `DURATION` such as 10s, at least "+config.MinLagInterval.String())
+	var metricsFlags []string
+	fs.Func("metrics", "a running instance's metrics `URL` (host:port or http://host:port/metrics), for its breaker, limit, retry share, budget and top failures; repeat for several instances; default metrics.listen of the config; none to read none", func(v string) error {
+		metricsFlags = append(metricsFlags, v)
+		return nil
+	})
 	if code, done := lagCmd.parse(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -40,8 +46,14 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return code
 	}
+	targets, err := metricsTargets(cfg, metricsFlags)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return exitUsage
+	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	sig := &signals{cfg: cfg, targets: targets, prevInst: map[string]*lag.Instance{}}
 	kc, err := sidecar.CommandClients(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
@@ -63,6 +75,7 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer m.Close()
+	sig.timeout = m.Config().Timeout
 
 	clearScreen := false
 	if f, ok := stdout.(*os.File); ok && *watch && !*asJSON {
@@ -77,9 +90,16 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if ctx.Err() != nil {
 			return exitOK
 		}
+		if problems := sig.read(ctx, snap); len(problems) > 0 {
+			snap.Errors = append(snap.Errors, problems...)
+			err = errors.Join(err, errors.New(strings.Join(problems, "; ")))
+		}
 		switch {
 		case *asJSON:
 			b, jerr := json.Marshal(snap)
+			if jerr == nil {
+				b, jerr = sig.appendJSON(b)
+			}
 			if jerr != nil {
 				fmt.Fprintf(stderr, "kretry lag: %v\n", jerr)
 				return exitFail
@@ -91,7 +111,7 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			} else if n > 0 {
 				fmt.Fprintln(stdout)
 			}
-			printLag(stdout, snap, m.Config().Window, n+1, *watch)
+			printLag(stdout, snap, m.Config().Window, n+1, *watch, sig)
 		}
 		if !*watch {
 			if err != nil {
@@ -116,7 +136,7 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // printLag writes a snapshot as tables: the groups, their partitions, the
 // dead-letter topics and the problems of the scan.
-func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool) {
+func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *signals) {
 	fmt.Fprintf(w, "kretry lag — %s, scan took %s", s.Time.UTC().Format(time.RFC3339), s.Duration.Round(time.Millisecond))
 	switch {
 	case !watch:
@@ -158,6 +178,7 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool) {
 		}
 		tw.Flush()
 	}
+	sig.print(w)
 	if len(s.Errors) > 0 {
 		fmt.Fprintln(w, "\nProblems:")
 		for _, e := range s.Errors {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -176,5 +178,57 @@ func TestLagIntervalHint(t *testing.T) {
 	}
 	if want := `use a Go duration such as "5s"`; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	}
+}
+
+// TestLagCommandInstance: --metrics names an instance; its breaker,
+// limit, retry share and top failures are printed; one that cannot be
+// read is a problem of the scan (exit 1); --metrics none reads none; a
+// bad address is a usage error.
+func TestLagCommandInstance(t *testing.T) {
+	path := lagEnv(t, true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `kretry_breaker_state{kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 2
+kretry_breaker_opened_total{kretry_reason="dependency",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 4
+kretry_delivery_limit{kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 3
+kretry_deliveries_total{kretry_source="orders",kretry_stage="source",messaging_consumer_group_name="orders-kretry"} 30
+kretry_deliveries_total{kretry_source="orders",kretry_stage="tier-1",messaging_consumer_group_name="orders-kretry"} 10
+kretry_delivery_failures_total{error_type="503",kretry_error_class="transient",kretry_error_fingerprint="status #: busy",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 12
+`)
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lag", "-c", path, "--metrics", strings.TrimPrefix(srv.URL, "http://")}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{
+		"Pipelines, from the brokers (rates need two scans (--watch)):",
+		"orders  orders-kretry  3    1m3", // orders' lag, the tier empty; the oldest about 90s
+		"Instance " + srv.URL + "/metrics, its own partitions:",
+		"orders  orders-kretry  probing  4 dependency  0     3      0          25% (since start)  off",
+		"orders  12     transient  503   status #: busy",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s", out.String())
+	}
+
+	out.Reset()
+	errb.Reset()
+	gone := "127.0.0.1:1"
+	if code := run(context.Background(), []string{"lag", "-c", path, "--metrics", gone}, &out, &errb); code != exitFail ||
+		!strings.Contains(out.String(), "Problems:") || !strings.Contains(out.String(), "metrics http://"+gone+"/metrics") {
+		t.Errorf("an instance named by --metrics that cannot be read: exit %d, want %d with the problem listed\nstdout:\n%s", code, exitFail, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"lag", "-c", path, "--metrics", "none"}, &out, &errb); code != exitOK || strings.Contains(out.String(), "Instance ") {
+		t.Errorf("--metrics none: exit %d, and an instance section:\n%s", code, out.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"lag", "-c", path, "--metrics", "ftp://x"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `--metrics "ftp://x"`) {
+		t.Errorf("--metrics ftp://x: exit %d, stderr %q; want %d naming the flag", code, errb.String(), exitUsage)
 	}
 }

@@ -260,7 +260,11 @@ func (r *run) answerDLQ() string {
 		fps = append(fps, fmt.Sprintf("%d× %s", prints[k], k))
 	}
 	dups := len(r.dead) - len(ids)
-	s := fmt.Sprintf("%d records (%s); %d duplicates; by kind %v.", len(r.dead), strings.Join(fps, "; "), dups, kinds)
+	noun := "records"
+	if len(r.dead) == 1 {
+		noun = "record"
+	}
+	s := fmt.Sprintf("%d %s (%s); %d duplicates; by kind %v.", len(r.dead), noun, strings.Join(fps, "; "), dups, kinds)
 	switch {
 	case origin == len(r.dead):
 		s += " Each carries its original topic, partition, offset and the error: replay it once the cause is fixed (`kretry dlq redrive`, exactly once), or discard it with a reason (`kretry dlq discard`); `kretry dlq stats` groups them by fingerprint."

@@ -119,6 +119,11 @@ type Engine struct {
 	// before the last rebuild (see resetSession).
 	lastReset  time.Time
 	resetPause time.Duration
+	// trouble records the group client's broker trouble, lastPardon when
+	// a takeover signal was last taken for our own orphaned member (see
+	// pardonTakeover).
+	trouble    brokerTrouble
+	lastPardon time.Time
 	// cl is the group client; set by the first rebalance callback (which
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
@@ -299,6 +304,7 @@ func (e *Engine) groupClientOpts() []kgo.Opt {
 		// read_committed readers when no successor with the same
 		// transactional ID aborts it (franz-go's default is 40s).
 		kgo.TransactionTimeout(e.opts.txnTimeout),
+		kgo.WithHooks(&e.trouble),
 	)
 	if e.opts.InstanceID != "" {
 		copts = append(copts, kgo.InstanceID(e.opts.InstanceID))

@@ -58,9 +58,13 @@ var errSessionReset = errors.New("transactional session must be rebuilt")
 // transaction.timeout.ms — seen in the fault suite when the coordinator's
 // broker was killed mid-transaction — and the producer then meets
 // PRODUCER_FENCED although no other instance exists. A takeover shows in
-// the group: another member holds our instance id.
+// the group: another member holds our instance id — unless that member is
+// our own orphan (see pardonTakeover).
 func (e *Engine) fencedOrReset(err error) error {
 	if errors.Is(err, kerr.FencedInstanceID) || e.instanceTaken() {
+		if e.pardonTakeover(err, time.Now()) {
+			return fmt.Errorf("%w: %w: %w", errSessionReset, errPardoned, err)
+		}
 		return e.fenced(err)
 	}
 	return fmt.Errorf("%w: %w", errSessionReset, err)
@@ -113,7 +117,7 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// then fails without saying "fenced" (an epoch bumped under it) and
 	// only the group tells. Rejoining under our instance id would fence
 	// the newer instance instead of us.
-	if e.instanceTaken() {
+	if !errors.Is(cause, errPardoned) && e.instanceTaken() && !e.pardonTakeover(cause, time.Now()) {
 		// Name what the broker answered (the failed End), not the
 		// producer's state-machine error at the next Begin.
 		why := cause

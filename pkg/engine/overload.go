@@ -86,7 +86,8 @@ func freshFirst(q []*lane) bool {
 // verdict: overload.Hold when its attempt must not count (the breaker is
 // open or the guard tripped: the failure is the dependency's, not the
 // record's), overload.Probe for a failed probe (it counts unless it
-// would dead-letter the record; see held).
+// would dead-letter the record; see held), overload.Spend for a failed
+// probe that counts in any case.
 func (e *Engine) gateDone(r *result) overload.Verdict {
 	g := e.opts.Overload
 	if g == nil {

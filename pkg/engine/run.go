@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -57,6 +59,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if err := e.fetchErrors(fetches); err != nil {
 			e.sess.AllowRebalance()
+			if errors.Is(err, errSessionReset) {
+				if err = e.resetSession(ctx, err); err == nil {
+					continue
+				}
+			}
 			return err
 		}
 
@@ -201,6 +208,9 @@ func (e *Engine) fetchErrors(fetches kgo.Fetches) error {
 		e.warnOnce("fetch:"+t+":"+err.Error(), "fetch error", "fetch_topic", t, "partition", p, "err", err)
 	})
 	if fenced != nil {
+		if errors.Is(fenced, kerr.FencedInstanceID) && e.pardonTakeover(fenced, time.Now()) {
+			return fmt.Errorf("%w: %w: %w", errSessionReset, errPardoned, fenced)
+		}
 		return e.fenced(fenced)
 	}
 	return e.authFailing(authErr, time.Now())

@@ -949,12 +949,13 @@ func (g *group) replaceStaticMember(oldMemberID string, creq *clientReq, req *km
 	// Generate a new memberID for the replacement.
 	memberID := generateMemberID(creq.cid, req.InstanceID)
 
-	// Create the new member, preserving the old assignment.
+	// Create the new member, preserving the old assignment and, as Kafka
+	// does (kretry patch, README.md), the old client id and host.
 	m := &groupMember{
 		memberID:   memberID,
 		instanceID: req.InstanceID,
-		clientID:   creq.cid,
-		clientHost: creq.cc.conn.RemoteAddr().String(),
+		clientID:   old.clientID,
+		clientHost: old.clientHost,
 		join:       req,
 		assignment: old.assignment,
 	}
