@@ -399,7 +399,7 @@ func (m *Monitor) Scan(ctx context.Context) (*Snapshot, error) {
 			_, expected := stage[t]
 			if !ok || md.err != nil {
 				if expected {
-					fail(fmt.Errorf("group %q: topic %q: %w", g.Name, t, cmpErr(md.err, kerr.UnknownTopicOrPartition)))
+					fail(fmt.Errorf("group %q: topic %q: %w%s", g.Name, t, cmpErr(md.err, kerr.UnknownTopicOrPartition), missingHint(md.err, stage[t].Stage)))
 				}
 				continue // a deleted topic's commits are no series
 			}
@@ -459,6 +459,17 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			}
 		}
 	}
+}
+
+// missingHint explains a topic of the config that the brokers do not
+// know: kretry run creates its tiers, parking topic and DLQ when it
+// starts, so a missing one means the config differs from the running
+// instance's (a tier added or changed) or kretry run never started with it.
+func missingHint(err error, stage string) string {
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) || stage == "" || stage == StageSource {
+		return ""
+	}
+	return " (kretry run creates this topic when it starts with this config: does the config differ from the running instance's, e.g. its retry.tiers?)"
 }
 
 func cmpErr(err, def error) error {

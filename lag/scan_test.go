@@ -288,9 +288,9 @@ func TestLagDeletedTopicAndGroup(t *testing.T) {
 func TestLagMissingTopicNotCreated(t *testing.T) {
 	c := newCluster(t)
 	m := c.monitor(lag.Config{Groups: []lag.Group{{Name: "g", ReadCommitted: true, Topics: []lag.Topic{{Name: "nope"}}}}})
-	snap, err := m.Scan(context.Background())
-	if err == nil || !strings.Contains(err.Error(), `topic "nope"`) || len(snap.Errors) != 1 {
-		t.Fatalf("err = %v, snapshot errors %q", err, snap.Errors)
+	snap, scanErr := m.Scan(context.Background())
+	if scanErr == nil || !strings.Contains(scanErr.Error(), `topic "nope"`) || len(snap.Errors) != 1 {
+		t.Fatalf("err = %v, snapshot errors %q", scanErr, snap.Errors)
 	}
 	topics, err := c.adm.ListTopics(context.Background())
 	if err != nil {
@@ -298,6 +298,15 @@ func TestLagMissingTopicNotCreated(t *testing.T) {
 	}
 	if topics.Has("nope") {
 		t.Error("the scan created the topic")
+	}
+	if strings.Contains(scanErr.Error(), "kretry run creates") {
+		t.Errorf("a topic of no stage got the hint of kretry's own topics: %v", scanErr)
+	}
+	// A missing tier: kretry run creates its tiers, so the error says the
+	// config may differ from the running instance's.
+	m = c.monitor(lag.Config{Groups: []lag.Group{{Name: "g", ReadCommitted: true, Topics: []lag.Topic{{Name: "nope.retry.5s", Source: "nope", Stage: lag.TierStage(1)}}}}})
+	if _, err = m.Scan(context.Background()); err == nil || !strings.Contains(err.Error(), "does the config differ from the running instance's") {
+		t.Errorf("missing tier: err = %v, want the hint", err)
 	}
 }
 
