@@ -341,3 +341,47 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "kretry help: unknown command %q\n\n%s", strings.Join(args, " "), topUsage())
 	return exitUsage
 }
+
+// likelyMeant maps words users type for a command to kretry's name for it.
+var likelyMeant = map[string]string{
+	"check": "validate", "verify": "validate", "lint": "validate", "config": "validate",
+	"start": "run", "serve": "run", "sidecar": "run",
+	"status": "lag", "monitor": "lag", "offsets": "lag",
+	"release": "parking release", "redrive": "dlq redrive", "replay": "dlq redrive",
+}
+
+// didYouMean suggests the command cmd was probably meant to be: a word
+// users type for it (likelyMeant) or a command name within two edits; ""
+// when none is close.
+func didYouMean(cmd string) string {
+	if m, ok := likelyMeant[strings.ToLower(cmd)]; ok {
+		return fmt.Sprintf(" (did you mean 'kretry %s'?)", m)
+	}
+	for _, name := range []string{"run", "demo", "gameday", "broker", "validate", "lag", "parking", "dlq", "version", "help"} {
+		if editDistance(strings.ToLower(cmd), name) <= 2 && len(cmd) > 2 {
+			return fmt.Sprintf(" (did you mean 'kretry %s'?)", name)
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

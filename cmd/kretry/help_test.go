@@ -195,3 +195,16 @@ func TestConfigAlias(t *testing.T) {
 		}
 	}
 }
+
+// An unknown command names the one it was probably meant to be.
+func TestDidYouMean(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"check": "'kretry validate'", "valdiate": "'kretry validate'", "gamday": "'kretry gameday'",
+		"status": "'kretry lag'", "redrive": "'kretry dlq redrive'", "xyzzy": "",
+	} {
+		got := didYouMean(cmd)
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("didYouMean(%q) = %q, want it to name %s", cmd, got, want)
+		}
+	}
+}

@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, topUsage())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "kretry: unknown command %q\n\n%s", cmd, topUsage())
+		fmt.Fprintf(stderr, "kretry: unknown command %q%s\n\n%s", cmd, didYouMean(cmd), topUsage())
 		return exitUsage
 	}
 }
