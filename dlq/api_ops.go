@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -40,6 +41,12 @@ func (s *Server) move(action string) http.HandlerFunc {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
 			writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+			return
+		}
+		// One JSON object and nothing after it: a second object (say
+		// {"dry_run":true}) would otherwise be ignored and the move run.
+		if err := dec.Decode(&struct{}{}); err != io.EOF {
+			writeError(w, http.StatusBadRequest, "request body: data after the JSON object: send one MoveRequest object, nothing after it")
 			return
 		}
 		f, err := body.Filter.Filter()
