@@ -40,7 +40,11 @@ func (s *Server) move(action string) http.HandlerFunc {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
-			writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+			code, msg := http.StatusBadRequest, "request body: "+err.Error()
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes: send a filter, not the records", maxBody)
+			}
+			writeError(w, code, msg)
 			return
 		}
 		// One JSON object and nothing after it: a second object (say
