@@ -37,6 +37,14 @@ func TestDryRunWritesNothing(t *testing.T) {
 	e := newEnv(t, 2, 50*time.Millisecond)
 	c := e.client()
 	snap := deadLetter(t, e, c, 3)
+	// Before any move the marks topic does not exist; a dry run does not
+	// create it.
+	if res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Reason: "dry", DryRun: true}); err != nil || len(res.Entries) != 3 {
+		t.Fatalf("first dry run: %+v, %v; want 3 selected", res, err)
+	}
+	if tds, err := e.adm.ListTopics(context.Background(), dlq.MarksTopic(e.plan.DLQ)); err != nil || tds.Has(dlq.MarksTopic(e.plan.DLQ)) {
+		t.Fatalf("after a dry run on a fresh DLQ: %v (err %v), want no marks topic", tds.Names(), err)
+	}
 	// A real redrive of one record creates the marks topic and writes once.
 	if res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Filter: dlq.Filter{Records: []string{snap.Entries[0].Ref()}}, Rate: -1}); err != nil || res.Moved != 1 {
 		t.Fatalf("redrive of one: %+v, %v", res, err)
@@ -83,8 +91,9 @@ func mustRead(t *testing.T, c *dlq.Client) *dlq.Snapshot {
 
 // TestHostileRecordsRedriveOrAreRefused: DLQ records with kretry's headers
 // and a nil key, nil or empty value, binary key, non-UTF-8 header, or a
-// kretry header twice are each redriven (and delivered) or refused with a
-// reason; none is lost and the engine keeps running.
+// kretry header twice, or no readable kretry header, are each redriven
+// (and delivered) or refused with a reason and then discardable; none is
+// lost and the engine keeps running.
 func TestHostileRecordsRedriveOrAreRefused(t *testing.T) {
 	e := newEnv(t, 1, 50*time.Millisecond)
 	c := e.client()
@@ -105,14 +114,15 @@ func TestHostileRecordsRedriveOrAreRefused(t *testing.T) {
 		with(orig.Key, orig.Value, kgo.RecordHeader{Key: "\xff\xfe", Value: []byte{0xc3, 0x28}}),
 		with(orig.Key, orig.Value, dup),
 		with(orig.Key, orig.Value, kgo.RecordHeader{Key: dup.Key, Value: []byte("\xffgarbage")}),
+		&kgo.Record{Topic: e.plan.DLQ, Key: []byte{0xff}, Headers: []kgo.RecordHeader{{Key: "kretry-attempt", Value: []byte{0xff, 0xfe}}}},
 	)
-	e.waitDLQ(c, 8)
+	e.waitDLQ(c, 9)
 	res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Selected != 8 || res.Moved+len(res.Refused) != 8 {
-		t.Fatalf("selected %d, moved %d, refused %v; want 8 = moved + refused", res.Selected, res.Moved, res.Refused)
+	if res.Selected != 9 || res.Moved+len(res.Refused) != 9 || !slices.ContainsFunc(res.Refused, func(r dlq.Refusal) bool { return strings.Contains(r.Reason, "kretry headers missing or unreadable") }) {
+		t.Fatalf("selected %d, moved %d, refused %v; want 9 = moved + refused, the one without readable kretry headers refused", res.Selected, res.Moved, res.Refused)
 	}
 	for _, r := range res.Refused {
 		if r.Reason == "" {
@@ -129,6 +139,14 @@ func TestHostileRecordsRedriveOrAreRefused(t *testing.T) {
 	st := dlq.StatsOf(mustRead(t, c).Entries)
 	if st.Redriven != res.Moved || st.Waiting != len(res.Refused) {
 		t.Fatalf("stats %+v, want %d redriven, %d waiting", st, res.Moved, len(res.Refused))
+	}
+	// The refused ones can still be discarded.
+	dc, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Reason: "hostile", Rate: -1})
+	if err != nil || dc.Moved != len(res.Refused) {
+		t.Fatalf("discard of the refused: %+v, %v; want %d moved", dc, err, len(res.Refused))
+	}
+	if st := dlq.StatsOf(mustRead(t, c).Entries); st.Waiting != 0 || st.Discarded != len(res.Refused) {
+		t.Fatalf("stats after the discard %+v, want 0 waiting, %d discarded", st, len(res.Refused))
 	}
 }
 
