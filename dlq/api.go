@@ -74,7 +74,9 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+		// An empty token never authorises (kretry run refuses to start
+		// with one; a Server built without one serves the page only).
+		if !ok || len(s.token) == 0 || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
 			s.log.Warn("admin API: request refused: missing or wrong bearer token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kretry"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <admin.token>")

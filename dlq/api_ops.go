@@ -205,6 +205,10 @@ func (s *Server) cancelOp(w http.ResponseWriter, r *http.Request) {
 	if by == "" {
 		by = "admin-api"
 	}
+	if snap := st.snapshot(s); snap.State != "running" {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "operation " + st.Op + " has already ended (" + snap.State + "); nothing to cancel", "op": snap})
+		return
+	}
 	s.log.Info("admin API: operation cancelled", "op", st.Op, "by", by+" (admin API from "+r.RemoteAddr+")")
 	st.cancel()
 	writeJSON(w, http.StatusAccepted, st.snapshot(s))

@@ -113,6 +113,10 @@ func TestAdminAPI(t *testing.T) {
 	if op.State != "done" || op.Result.Moved != 2 || len(op.Result.Refused) != 1 || !strings.Contains(op.Result.Refused[0].Reason, "kretry headers missing") {
 		t.Fatalf("operation: %+v %+v", op, op.Result)
 	}
+	// Cancelling an operation that has ended: 409, its state unchanged.
+	if code, b = call(t, srv, "POST", "/api/ops/"+op.Op+"/cancel", testToken, nil); code != http.StatusConflict || !strings.Contains(string(b), "already ended (done)") {
+		t.Fatalf("cancel of an ended operation: %d %s, want 409", code, b)
+	}
 	eventually(t, "two redriven deliveries", func() bool { return len(e.app.redriven()) == 2 })
 	code, b = call(t, srv, "GET", "/api/topics/"+src+"/stats", testToken, nil)
 	var st dlq.Stats
@@ -132,5 +136,23 @@ func TestAdminAPI(t *testing.T) {
 	// The page is served without a token; it holds no data.
 	if code, b = call(t, srv, "GET", "/", "", nil); code != 200 || !bytes.Contains(b, []byte("<title>")) {
 		t.Fatalf("page: %d", code)
+	}
+}
+
+// A Server built with an empty token authorises nobody, not even
+// "Authorization: Bearer " with nothing after it (kretry run refuses to
+// start without a token; this is the defence behind that).
+func TestAdminAPIWithoutTokenRefusesAll(t *testing.T) {
+	srv := httptest.NewServer(dlq.NewServer(context.Background(), nil, nil, "", testLogger(t), "test").Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL+"/api/topics", nil)
+	req.Header.Set("Authorization", "Bearer ")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("empty bearer token against a server without a token: %d, want 401", resp.StatusCode)
 	}
 }

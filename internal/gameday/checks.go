@@ -290,7 +290,7 @@ func (r *run) retrySpread() Check {
 	// that failed together in one 100ms.
 	if small := len(r.burst) / 10; !c.Pass && peak <= small {
 		c.Pass = true
-		c.Detail += fmt.Sprintf(" (at most %d, a tenth of them: no wave)", small)
+		c.Detail += fmt.Sprintf("; passes by the second rule: a peak of %d ≤ %d (a tenth of them) is no wave", peak, small)
 	}
 	return c
 }

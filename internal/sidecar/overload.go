@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -30,24 +29,6 @@ const (
 
 // topFingerprints is how many failure fingerprints are exported.
 const topFingerprints = 10
-
-// GateFor builds the overload gate of one defaulted topic config: the
-// breaker, guard and retry budget of the topic, app.max_rate and
-// app.max_in_flight (auto: adaptive).
-func GateFor(cfg *config.Config, t *config.Topic, log *slog.Logger) *overload.Gate {
-	b, g, r := &t.Breaker, &t.Guard, &t.Retry.Budget
-	return overload.New(overload.Config{
-		Breaker: overload.BreakerConfig{Enabled: b.On(), Window: b.Window, FailureRatio: b.FailureRatio,
-			Wait: b.Wait, MaxWait: b.MaxWait, Probes: b.Probes},
-		Guard:           overload.GuardConfig{Enabled: g.On(), MaxDeadLetters: g.MaxDeadLetters, Window: g.Window, Share: g.Share},
-		Budget:          overload.BudgetConfig{Ratio: r.Ratio, MinPerSecond: r.MinPerSecond, Window: r.Window},
-		MaxInFlight:     cfg.App.MaxInFlight.Ceiling(),
-		Adaptive:        cfg.App.MaxInFlight.Auto(),
-		InitialInFlight: config.AutoInitialInFlight,
-		MaxRate:         cfg.App.MaxRate,
-		Logger:          log.With("topic", t.Name, "group", t.Group, "component", "overload"),
-	})
-}
 
 // gated is one topic's gate, for /readyz.
 type gated struct {

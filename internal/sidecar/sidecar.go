@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		// The identity this engine fences with: two processes sharing it
 		// fence each other (README: Instance identity).
 		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
-		gate := GateFor(cfg, &t, log) // overload.go
+		gate := cfg.OverloadGate(&t, log) // pkg/config/engine.go; the gate's metrics and /readyz: overload.go
 		if err := obs.watchGate(t.Group, t.Name, gate); err != nil {
 			return err
 		}

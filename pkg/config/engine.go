@@ -1,10 +1,12 @@
 package config
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/pkg/flow"
 )
@@ -24,7 +26,7 @@ import (
 // embeds the engine without a config file does not link koanf. The caller
 // adds what a config cannot say: Brokers, ClientOpts, the
 // Deliverer, CreateSource, the Observer, the Logger and the Overload gate
-// (sidecar.GateFor builds it from the same config).
+// (OverloadGate builds it from the same config, as `kretry run` does).
 func (c *Config) EngineOptions(t *Topic) engine.Options {
 	instance := c.Kafka.InstanceIDOrHost()
 	statuses := t.Statuses()
@@ -50,4 +52,24 @@ func (c *Config) EngineOptions(t *Topic) engine.Options {
 		o.GroupOpts = []kgo.Opt{kgo.SessionTimeout(s), kgo.HeartbeatInterval(min(time.Second, s/3))}
 	}
 	return o
+}
+
+// OverloadGate builds the overload gate of topic t of a loaded config c,
+// for engine.Options.Overload: the topic's breaker, guard and retry budget,
+// app.max_rate and app.max_in_flight (auto: adaptive), as `kretry run`
+// builds it (docs/OVERLOAD.md). Each engine needs its own gate. log gets
+// the breaker's and the guard's state changes.
+func (c *Config) OverloadGate(t *Topic, log *slog.Logger) *overload.Gate {
+	b, g, r := &t.Breaker, &t.Guard, &t.Retry.Budget
+	return overload.New(overload.Config{
+		Breaker: overload.BreakerConfig{Enabled: b.On(), Window: b.Window, FailureRatio: b.FailureRatio,
+			Wait: b.Wait, MaxWait: b.MaxWait, Probes: b.Probes},
+		Guard:           overload.GuardConfig{Enabled: g.On(), MaxDeadLetters: g.MaxDeadLetters, Window: g.Window, Share: g.Share},
+		Budget:          overload.BudgetConfig{Ratio: r.Ratio, MinPerSecond: r.MinPerSecond, Window: r.Window},
+		MaxInFlight:     c.App.MaxInFlight.Ceiling(),
+		Adaptive:        c.App.MaxInFlight.Auto(),
+		InitialInFlight: AutoInitialInFlight,
+		MaxRate:         c.App.MaxRate,
+		Logger:          log.With("topic", t.Name, "group", t.Group, "component", "overload"),
+	})
 }

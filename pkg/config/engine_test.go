@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -48,5 +50,28 @@ topics:
 	}
 	if n := c.EngineOptions(&c.Topics[1]); n.Ordering != flow.OrderingNone || n.ParkingTopic != "" {
 		t.Errorf("ordering none: ordering %q, parking %q; want no parking topic", n.Ordering, n.ParkingTopic)
+	}
+}
+
+// OverloadGate builds kretry run's gate from the config: app.max_in_flight
+// auto starts the adaptive limit at AutoInitialInFlight; a fixed number is
+// the limit; the breaker's window comes from the topic's breaker keys.
+func TestOverloadGate(t *testing.T) {
+	c, err := config.Parse([]byte(`
+kafka: {brokers: ["127.0.0.1:9092"]}
+app: {url: "http://127.0.0.1:8080/", max_in_flight: auto}
+topics:
+  - name: orders
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.OverloadGate(&c.Topics[0], slog.New(slog.DiscardHandler))
+	if s := g.Snapshot(time.Now()); s.Limit != config.AutoInitialInFlight || s.State != overload.Closed {
+		t.Errorf("auto: %+v, want limit %d, closed", s, config.AutoInitialInFlight)
+	}
+	c.App.MaxInFlight = config.InFlight(7)
+	if s := c.OverloadGate(&c.Topics[0], slog.New(slog.DiscardHandler)).Snapshot(time.Now()); s.Limit != 7 {
+		t.Errorf("max_in_flight 7: limit %d", s.Limit)
 	}
 }
