@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -39,7 +40,17 @@ func (s *Server) move(action string) http.HandlerFunc {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
-			writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+			code, msg := http.StatusBadRequest, "request body: "+err.Error()
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes: send a filter, not the records", maxBody)
+			}
+			writeError(w, code, msg)
+			return
+		}
+		// One JSON object and nothing after it: a second object (say
+		// {"dry_run":true}) would otherwise be ignored and the move run.
+		if err := dec.Decode(&struct{}{}); err != io.EOF {
+			writeError(w, http.StatusBadRequest, "request body: data after the JSON object: send one MoveRequest object, nothing after it")
 			return
 		}
 		f, err := body.Filter.Filter()

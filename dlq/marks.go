@@ -127,3 +127,36 @@ func waitTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 		}
 	}
 }
+
+// waitMarksStable waits (at most 10s) until the marks topic's last stable
+// offset reaches its high watermark as of the call: Kafka answers EndTxn
+// before it writes the commit markers, so a Read right after a move could
+// otherwise miss its marks and list moved records as waiting. A timeout is
+// logged, not returned: the move itself committed.
+func (c *Client) waitMarksStable(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	topic := MarksTopic(c.t.DLQ)
+	hw, err := c.adm.ListEndOffsets(ctx, topic)
+	for err == nil {
+		var ls kadm.ListedOffsets
+		if ls, err = c.adm.ListCommittedOffsets(ctx, topic); err != nil {
+			break
+		}
+		stable := true
+		hw.Each(func(o kadm.ListedOffset) {
+			if l, ok := ls.Lookup(topic, o.Partition); !ok || l.Offset < o.Offset {
+				stable = false
+			}
+		})
+		if stable {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	c.log.Warn("dlq: the marks of the last move are not yet readable; a list right now may show moved records as waiting", "topic", topic, "err", err)
+}

@@ -145,6 +145,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		req.Started(res)
 	}
 	err = c.run(ctx, tx, &req, res, c.clk.Now()) // the rate from the first move
+	if res.Moved > 0 {
+		c.waitMarksStable(ctx) // a Read after Move sees what it moved
+	}
 	res.Elapsed = c.clk.Now().Sub(start)
 	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped, "err", err)
