@@ -19,6 +19,7 @@ import (
 	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/pkg/flow"
@@ -122,14 +123,18 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // run starts an engine with ordering key until the test ends.
-func (e *env) run() {
+func (e *env) run() { e.runWith(nil) }
+
+// runWith starts an engine with ordering key, and gate as its overload
+// gate (nil: none), until the test ends.
+func (e *env) runWith(gate *overload.Gate) {
 	e.t.Helper()
 	eng, err := engine.New(context.Background(), engine.Options{
 		Brokers: e.addrs, Plan: e.plan, Group: e.plan.Source + "-kretry",
 		TransactionalID: "test-" + e.plan.Source, Deliverer: e.app,
 		Ordering: flow.OrderingKey, ParkingTopic: retrytopics.ParkingTopic(e.plan.Source),
 		MaxInFlight: 8, DeliveryTimeout: 2 * time.Second, FetchMaxWait: 50 * time.Millisecond, ShutdownGrace: 2 * time.Second,
-		Logger: testLogger(e.t),
+		Logger: testLogger(e.t), Overload: gate,
 	})
 	if err != nil {
 		e.t.Fatal(err)
