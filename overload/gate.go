@@ -60,12 +60,12 @@ const (
 	// from ever seeing a success).
 	Probe
 	// Spend: a failed probe whose attempt counts even when it dead-letters
-	// the record: the one that closes a dependency outage after
-	// weakRounds lost probe rounds in a row with no fresh record failing
-	// (a quiet source: nothing tells an outage from records failing for
-	// reasons of their own). The breaker then stops holding (see
-	// closeQuiet): records that fail on their own reach the DLQ as
-	// exhausted instead of being held forever.
+	// the record: the one that closes an outage that opened on retries
+	// alone (a quiet source: no fresh record to tell an outage from
+	// records failing for reasons of their own) after weakRounds lost
+	// probe rounds with no first attempt failing. The breaker then stops
+	// holding (see closeQuiet): records that fail on their own reach the
+	// DLQ as exhausted instead of being held forever.
 	Spend
 )
 
@@ -228,8 +228,9 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	if !g.cfg.Breaker.Enabled {
 		return Count
 	}
-	if b.observe(o, t.retry) {
+	if b.observe(now, o, t.retry) {
 		b.open(now, ReasonDependency, o)
+		b.weak = t.retry
 		g.guard.reset()
 		return Hold
 	}
