@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -18,6 +19,12 @@ import (
 // DefaultRate is the redrive and discard rate when Request.Rate is 0
 // (records/s): modest on purpose, since a bad redrive is the next outage.
 const DefaultRate = 10
+
+// MinRate is the lowest positive rate (records/s) a redrive or discard
+// takes: below it one record would take over 100 s and the operation would
+// hold the DLQ's lease for ever in effect (at 1e-300 records/s, after its
+// first move).
+const MinRate = 0.01
 
 // Batching: a transaction carries at most maxBatch records and is
 // committed at most batchSpan after its first record was taken, so the
@@ -36,8 +43,9 @@ type Request struct {
 	Filter Filter
 	// Limit moves at most this many records (0: all selected).
 	Limit int
-	// Rate is the pace (records/s); 0 means DefaultRate, a negative value
-	// no limit.
+	// Rate is the pace (records/s): at least MinRate; 0 means DefaultRate,
+	// a negative value no limit. A positive rate below MinRate, or NaN, is
+	// refused.
 	Rate float64
 	// DryRun selects and reports, moving nothing.
 	DryRun bool
@@ -207,8 +215,21 @@ func (c *Client) check(req *Request) error {
 	if req.Limit < 0 {
 		return fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
 	}
+	if err := CheckRate(req.Rate); err != nil {
+		return fmt.Errorf("%w: %w", errBadRequest, err)
+	}
 	if req.Rate == 0 {
 		req.Rate = DefaultRate
+	}
+	return nil
+}
+
+// CheckRate refuses a rate (records/s) that is NaN or positive and below
+// MinRate; the error names the value and the floor, the caller adds the
+// flag or field.
+func CheckRate(r float64) error {
+	if math.IsNaN(r) || r > 0 && r < MinRate {
+		return fmt.Errorf("rate %g records/s is below the floor of %g records/s (one record every %.0f s at most): give at least %g", r, MinRate, 1/MinRate, MinRate)
 	}
 	return nil
 }
