@@ -77,6 +77,12 @@ func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 		t.Cleanup(b.Close)
 		addrs = b.Addrs()
 	}
+	return envOn(t, addrs, partitions, tiers...)
+}
+
+// envOn is newEnv on the brokers at addrs.
+func envOn(t testing.TB, addrs []string, partitions int32, tiers ...time.Duration) *env {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +90,7 @@ func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
 	src := "orders-" + strconv.FormatInt(topicSeq.Add(1), 10)
-	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, src); err != nil {
+	if _, err := adm.CreateTopic(context.Background(), partitions, -1, nil, src); err != nil { // -1: the brokers' default (3 on a three-node cluster)
 		t.Fatal(err)
 	}
 	if err := kafkatest.WaitTopics(context.Background(), adm, src); err != nil {
