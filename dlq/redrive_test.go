@@ -24,8 +24,14 @@ import (
 // then accepts everything.
 func deadLetter(t testing.TB, e *env, c *dlq.Client, n int) *dlq.Snapshot {
 	t.Helper()
+	return deadLetterWith(t, e, c, n, e.run)
+}
+
+// deadLetterWith is deadLetter with run starting the engine.
+func deadLetterWith(t testing.TB, e *env, c *dlq.Client, n int, run func()) *dlq.Snapshot {
+	t.Helper()
 	e.app.set(rejectAll)
-	e.run()
+	run()
 	var recs []*kgo.Record
 	for i := range n {
 		recs = append(recs, &kgo.Record{Partition: int32(i % 2), Key: []byte{0xff, byte(i)}, Value: []byte(fmt.Sprintf("order-%d", i)),
