@@ -92,15 +92,17 @@ type breaker struct {
 	trial      int
 
 	// weak: this outage opened on retries alone and no first attempt
-	// failed as a probe since (see Spend).
-	weak bool
+	// failed as a probe since (see closeQuiet); quiet: closed by
+	// closeQuiet, and no first attempt delivered since, so retries alone
+	// do not open the breaker.
+	weak, quiet bool
 
 	held   int64
 	opened map[Reason]int64
 }
 
-// weakRounds is how many probe rounds a weak outage loses before its
-// failed probes spend attempts that dead-letter (see Spend).
+// weakRounds is how many probe rounds a weak outage loses before the
+// breaker closes (see closeQuiet).
 const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
@@ -120,6 +122,7 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	b.recovered()
 	b.sinceFirstOK++
 	if !retry {
+		b.quiet = false
 		if o.Class == OK {
 			b.sinceFirstOK = 0
 		}
@@ -127,7 +130,7 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 		return o.Class == Transient && b.first.tripped()
 	}
 	b.retry.add(o)
-	return o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
+	return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
 }
 
 // Hysteresis. A breaker that closes because its probes succeeded and
@@ -262,23 +265,23 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		if !t.retry && !o.Again {
 			b.weak = false // a fresh record fails too: an outage
 		}
-		v := Probe
-		if b.weak && b.rounds >= weakRounds {
-			v = Spend
-		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
-			return v // the round is not lost yet
+			return Probe // the round is not lost yet
+		}
+		b.rounds++
+		if b.weak && b.rounds >= weakRounds {
+			b.closeQuiet(now, o)
+			return Spend
 		}
 		// Every lost round doubles the wait, also one lost only to
 		// records that failed before (held records, retries: weak
 		// evidence, the only records there are when the source is quiet);
 		// at the same wait they would be probed every second forever.
-		b.rounds++
 		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
 			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "retries_only", b.weak)
-		return v
+		return Probe
 	}
 	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
@@ -287,6 +290,22 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		b.resetWindow()
 	}
 	return Count
+}
+
+// closeQuiet closes a weak outage once it lost weakRounds probe rounds.
+// The source is quiet: only records that failed before are delivered,
+// and nothing tells an outage from records failing on their own (a poison
+// answering 503 forever on several keys). Held, such records would stay
+// forever, /readyz at 503, never in the DLQ (a newcomer's `kretry demo`:
+// 8 keys held for 13 minutes). So the breaker stops holding them: they
+// walk their tiers and reach the DLQ as any failing record does, and
+// retries alone cannot open it again until a first attempt is delivered
+// (quiet); a fresh record failing then opens it as an outage.
+func (b *breaker) closeQuiet(now time.Time, o Outcome) {
+	b.log.Warn("breaker closed: only records that failed before are failing and no fresh record arrived to tell an outage; they walk their tiers as usual and may reach the DLQ; a fresh record failing opens the breaker again",
+		"reason", b.reason, "open_for", now.Sub(b.since).Round(time.Millisecond).String(), "rounds", b.rounds, "held", b.held, "seen", o.Answer, "example", o.Message)
+	b.state, b.quiet = Closed, true
+	b.resetWindow()
 }
 
 // grow widens the slow start after a success.

@@ -60,11 +60,12 @@ const (
 	// from ever seeing a success).
 	Probe
 	// Spend: a failed probe whose attempt counts even when it dead-letters
-	// the record. Only when the breaker opened on retries alone (a quiet
-	// source: no fresh record to tell an outage from records failing for
-	// reasons of their own), no first attempt has failed as a probe since,
-	// and weakRounds probe rounds were lost: records that fail on their
-	// own then reach the DLQ as exhausted instead of being held forever.
+	// the record: the one that closes an outage that opened on retries
+	// alone (a quiet source: no fresh record to tell an outage from
+	// records failing for reasons of their own) after weakRounds lost
+	// probe rounds with no first attempt failing. The breaker then stops
+	// holding (see closeQuiet): records that fail on their own reach the
+	// DLQ as exhausted instead of being held forever.
 	Spend
 )
 
