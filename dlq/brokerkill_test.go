@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/broker"
@@ -234,4 +237,73 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestBrokerKilledMidTransaction: three Kafka nodes; the node that receives
+// a redrive's first transactional Produce, or its first EndTxn (the
+// transaction coordinator of kretry-dlq-<dlq>), is killed with SIGKILL the
+// moment the request is written, before it answers. The redrive completes
+// or fails saying to run it again; after the node is back a rerun moves
+// the rest, and every record is on the tier exactly once.
+func TestBrokerKilledMidTransaction(t *testing.T) {
+	if brokerKind != kafkatest.Kafka {
+		t.Skip("needs a three-node Apache Kafka cluster (runs in the real-Kafka pass)")
+	}
+	cl := kafkatest.New(t, kafkatest.Config{Nodes: 3})
+	for _, at := range []struct {
+		name string
+		key  int16
+	}{{"produce", kmsg.Produce.Int16()}, {"end-txn", kmsg.EndTxn.Int16()}} {
+		t.Run(at.name, func(t *testing.T) {
+			e := envOn(t, cl.Addrs(), 2, 50*time.Millisecond)
+			h := &killOnWrite{key: at.key, kill: func(node int32) {
+				t.Logf("killing node %d as the %s request is written to it", node, at.name)
+				if err := cl.Kill(int(node)); err != nil {
+					t.Error(err)
+				}
+			}}
+			c, err := dlq.New(e.topic(), []kgo.Opt{kgo.SeedBrokers(cl.Addrs()...), kgo.WithHooks(h)},
+				dlq.WithLogger(testLogger(t)), dlq.WithLeaseTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			const n = 30
+			snap := deadLetter(t, e, c, n)
+			res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 20, By: "test",
+				Started: func(*dlq.Result) { h.armed.Store(true) }})
+			t.Logf("the redrive: %s, err %v", summary(res), err)
+			if err != nil && !strings.Contains(err.Error(), "run the same command again") {
+				t.Errorf("the redrive failed with %v: want it to complete, or an error saying to run it again", err)
+			}
+			node := h.node.Load()
+			if node == 0 {
+				t.Fatalf("no %s request was written after the start", at.name)
+			}
+			if err := cl.Restart(context.Background(), int(node)); err != nil {
+				t.Fatal(err)
+			}
+			rerun, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
+			if err != nil {
+				t.Fatalf("rerun: %v", err)
+			}
+			t.Logf("rerun moved %d", rerun.Moved)
+			checkRedrivenOnce(t, e, c, snap)
+		})
+	}
+}
+
+// killOnWrite kills, once armed, the node the first request with key is
+// written to, before that request is answered.
+type killOnWrite struct {
+	key   int16
+	kill  func(node int32)
+	armed atomic.Bool
+	node  atomic.Int32
+}
+
+func (h *killOnWrite) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil && key == h.key && h.armed.Load() && meta.NodeID >= 0 && h.node.CompareAndSwap(0, meta.NodeID) {
+		h.kill(meta.NodeID)
+	}
 }
