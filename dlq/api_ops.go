@@ -16,8 +16,8 @@ import (
 type MoveRequest struct {
 	Filter FilterSpec `json:"filter"`
 	Limit  int        `json:"limit,omitempty"`
-	// Rate is records/s; 0 means DefaultRate. The API has no unlimited
-	// rate.
+	// Rate is records/s, at least MinRate (0.01); 0 means DefaultRate.
+	// The API has no unlimited rate.
 	Rate   float64 `json:"rate,omitempty"`
 	DryRun bool    `json:"dry_run,omitempty"`
 	Reason string  `json:"reason,omitempty"` // required for a discard
@@ -56,6 +56,9 @@ func (s *Server) move(action string) http.HandlerFunc {
 		f, err := body.Filter.Filter()
 		if err == nil && body.Rate < 0 {
 			err = fmt.Errorf("rate %g: want records/s above 0, or 0 for the default (%d)", body.Rate, DefaultRate)
+		}
+		if err == nil {
+			err = CheckRate(body.Rate) // the message names "rate", the field
 		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())

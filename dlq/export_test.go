@@ -70,3 +70,6 @@ func (m *ManualReaderProvider) Gauges(t interface{ Fatal(...any) }) map[string]f
 	}
 	return out
 }
+
+// ErrBadRequest marks Move's argument errors (the admin API's 400).
+var ErrBadRequest = errBadRequest

@@ -77,6 +77,12 @@ func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 		t.Cleanup(b.Close)
 		addrs = b.Addrs()
 	}
+	return envOn(t, addrs, partitions, tiers...)
+}
+
+// envOn is newEnv on the brokers at addrs.
+func envOn(t testing.TB, addrs []string, partitions int32, tiers ...time.Duration) *env {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +90,7 @@ func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
 	src := "orders-" + strconv.FormatInt(topicSeq.Add(1), 10)
-	if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, src); err != nil {
+	if _, err := adm.CreateTopic(context.Background(), partitions, -1, nil, src); err != nil { // -1: the brokers' default (3 on a three-node cluster)
 		t.Fatal(err)
 	}
 	if err := kafkatest.WaitTopics(context.Background(), adm, src); err != nil {
@@ -127,15 +133,22 @@ func (e *env) run() { e.runWith(nil) }
 
 // runWith starts an engine with ordering key, and gate as its overload
 // gate (nil: none), until the test ends.
-func (e *env) runWith(gate *overload.Gate) {
+func (e *env) runWith(gate *overload.Gate) { e.runOpts(gate, nil) }
+
+// runOpts is runWith with the engine's options changed by set (nil: none).
+func (e *env) runOpts(gate *overload.Gate, set func(*engine.Options)) {
 	e.t.Helper()
-	eng, err := engine.New(context.Background(), engine.Options{
+	o := engine.Options{
 		Brokers: e.addrs, Plan: e.plan, Group: e.plan.Source + "-kretry",
 		TransactionalID: "test-" + e.plan.Source, Deliverer: e.app,
 		Ordering: flow.OrderingKey, ParkingTopic: retrytopics.ParkingTopic(e.plan.Source),
 		MaxInFlight: 8, DeliveryTimeout: 2 * time.Second, FetchMaxWait: 50 * time.Millisecond, ShutdownGrace: 2 * time.Second,
 		Logger: testLogger(e.t), Overload: gate,
-	})
+	}
+	if set != nil {
+		set(&o)
+	}
+	eng, err := engine.New(context.Background(), o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -198,15 +211,23 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// app records deliveries and answers with answer (nil: 2xx).
+// app records deliveries and answers with answer (nil: 2xx), after delay
+// (nil: at once; a slow app that ignores its context).
 type app struct {
 	mu     sync.Mutex
 	calls  []delivery.Message
 	acked  map[string]int
 	answer func(m *delivery.Message) error
+	delay  func(m *delivery.Message) time.Duration
 }
 
 func (a *app) Deliver(_ context.Context, m *delivery.Message) error {
+	a.mu.Lock()
+	delay := a.delay
+	a.mu.Unlock()
+	if delay != nil {
+		time.Sleep(delay(m))
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := *m

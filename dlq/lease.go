@@ -204,7 +204,8 @@ func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lea
 func (h *heldLease) write(ctx context.Context, topic string, l Lease) (*kgo.Record, error) {
 	v, _ := json.Marshal(l)
 	r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte(leaseKey), Value: v, Timestamp: l.At}
-	return r, h.pr.ProduceSync(ctx, r).FirstErr()
+	perr, err := produce(ctx, h.pr, r) // bounded by ctx, also with the brokers down
+	return r, errors.Join(perr, err)
 }
 
 // renew rewrites the lease every TTL/4 until release.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,6 +20,12 @@ import (
 // DefaultRate is the redrive and discard rate when Request.Rate is 0
 // (records/s): modest on purpose, since a bad redrive is the next outage.
 const DefaultRate = 10
+
+// MinRate is the lowest positive rate (records/s) a redrive or discard
+// takes: below it one record would take over 100 s and the operation would
+// hold the DLQ's lease for ever in effect (at 1e-300 records/s, after its
+// first move).
+const MinRate = 0.01
 
 // Batching: a transaction carries at most maxBatch records and is
 // committed at most batchSpan after its first record was taken, so the
@@ -36,8 +44,9 @@ type Request struct {
 	Filter Filter
 	// Limit moves at most this many records (0: all selected).
 	Limit int
-	// Rate is the pace (records/s); 0 means DefaultRate, a negative value
-	// no limit.
+	// Rate is the pace (records/s): at least MinRate; 0 means DefaultRate,
+	// a negative value no limit. A positive rate below MinRate, or NaN, is
+	// refused.
 	Rate float64
 	// DryRun selects and reports, moving nothing.
 	DryRun bool
@@ -207,8 +216,21 @@ func (c *Client) check(req *Request) error {
 	if req.Limit < 0 {
 		return fmt.Errorf("%w: limit %d: want 0 (all) or more", errBadRequest, req.Limit)
 	}
+	if err := CheckRate(req.Rate); err != nil {
+		return fmt.Errorf("%w: %w", errBadRequest, err)
+	}
 	if req.Rate == 0 {
 		req.Rate = DefaultRate
+	}
+	return nil
+}
+
+// CheckRate refuses a rate (records/s) that is NaN or positive and below
+// MinRate; the error names the value and the floor, the caller adds the
+// flag or field.
+func CheckRate(r float64) error {
+	if math.IsNaN(r) || r > 0 && r < MinRate {
+		return fmt.Errorf("rate %g records/s is below the floor of %g records/s (one record every %.0f s at most): give at least %g", r, MinRate, 1/MinRate, MinRate)
 	}
 	return nil
 }
@@ -335,12 +357,18 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 	if err := tx.BeginTransaction(); err != nil {
 		return err
 	}
-	perr := tx.ProduceSync(ctx, recs...).FirstErr()
+	perr, err := produce(ctx, tx, recs...)
+	if err != nil {
+		// Not ended: the transaction stays open until the rerun's
+		// InitProducerID (or the transaction timeout) aborts it; the
+		// caller closes tx, which fails the records still buffered.
+		return fmt.Errorf("a transaction of %d records was not acknowledged (%w); run the same command again to continue once the brokers answer (nothing of this transaction is committed)", len(recs), err)
+	}
 	how := kgo.TryCommit
 	if perr != nil {
 		how = kgo.TryAbort
 	}
-	err := tx.EndTransaction(ctx, how)
+	err = tx.EndTransaction(ctx, how)
 	if err = errors.Join(perr, err); err != nil {
 		// A newer InitProducerID for the same transactional id: Kafka
 		// answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, kfake also
@@ -353,6 +381,29 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 		return fmt.Errorf("a transaction of %d records failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", len(recs), err)
 	}
 	return nil
+}
+
+// produce writes recs and waits until each is acknowledged or failed
+// (perr, the first failure), or until ctx ends (err). Not ProduceSync: an
+// idempotent producer never fails a record sent without an answer (a broker
+// killed or unreachable), and ProduceSync waits for every record whatever
+// ctx says, so a redrive and its lease renewals would hang, deaf to
+// Ctrl-C, for as long as the brokers are down.
+func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) (perr, err error) {
+	var mu sync.Mutex
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			if err != nil && perr == nil {
+				perr = err
+			}
+			mu.Unlock()
+		})
+	}
+	err = cl.Flush(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	return perr, err
 }
 
 // report calls req.Progress.

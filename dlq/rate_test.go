@@ -49,3 +49,37 @@ func TestRateIsHonoured(t *testing.T) {
 		t.Fatalf("%d transactions, want several (at most %s of records each)", commits, 250*time.Millisecond)
 	}
 }
+
+// TestRateFiveOnTheRealClock: --rate 5 on the real clock over about 10s
+// (51 records): the rate computed from the timestamps of the copies on the
+// tier (the operation's clock at each move, Redrive.Record) is within
+// ±20 % of 5 records/s.
+func TestRateFiveOnTheRealClock(t *testing.T) {
+	e := newEnv(t, 2, time.Hour) // due in an hour: only the tier's records matter
+	c := e.client()
+	const n, perSecond = 51, 5.0
+	deadLetter(t, e, c, n)
+	res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: perSecond})
+	if err != nil || res.Moved != n {
+		t.Fatalf("moved %+v, %v; want %d", res, err, n)
+	}
+	var first, last time.Time
+	k := 0
+	for _, r := range readAll(t, e, e.plan.Tiers[0].Topic) {
+		k++
+		if first.IsZero() || r.Timestamp.Before(first) {
+			first = r.Timestamp
+		}
+		if r.Timestamp.After(last) {
+			last = r.Timestamp
+		}
+	}
+	if k != n {
+		t.Fatalf("%d records on the tier, want %d", k, n)
+	}
+	got := float64(n-1) / last.Sub(first).Seconds()
+	t.Logf("rate %.2f records/s over %d records in %v (tier timestamps; want %.0f ±20%%)", got, n, last.Sub(first).Round(time.Millisecond), perSecond)
+	if got < perSecond*0.8 || got > perSecond*1.2 {
+		t.Fatalf("rate %.2f records/s, want %.0f ±20%%", got, perSecond)
+	}
+}

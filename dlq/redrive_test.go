@@ -24,8 +24,14 @@ import (
 // then accepts everything.
 func deadLetter(t testing.TB, e *env, c *dlq.Client, n int) *dlq.Snapshot {
 	t.Helper()
+	return deadLetterWith(t, e, c, n, e.run)
+}
+
+// deadLetterWith is deadLetter with run starting the engine.
+func deadLetterWith(t testing.TB, e *env, c *dlq.Client, n int, run func()) *dlq.Snapshot {
+	t.Helper()
 	e.app.set(rejectAll)
-	e.run()
+	run()
 	var recs []*kgo.Record
 	for i := range n {
 		recs = append(recs, &kgo.Record{Partition: int32(i % 2), Key: []byte{0xff, byte(i)}, Value: []byte(fmt.Sprintf("order-%d", i)),
@@ -236,18 +242,29 @@ func TestCtrlCStopsCleanlyAndARerunContinues(t *testing.T) {
 const helperEnv = "KRETRY_DLQ_TEST_HELPER"
 
 // helperRedrive runs one redrive from $KRETRY_DLQ_TEST_HELPER
-// ("addrs|source|dlq|tier") at 5 records/s, printing "moved N" after each
-// commit.
+// ("addrs|source|dlq|tier[|kill point]") at 5 records/s, printing "moved N"
+// after each commit; with a kill point (killpoints_test.go) it SIGKILLs
+// itself there.
 func helperRedrive() int {
 	f := strings.Split(os.Getenv(helperEnv), "|")
-	c, err := dlq.New(dlq.Topic{Source: f[1], DLQ: f[2], Tier: f[3]}, []kgo.Opt{kgo.SeedBrokers(strings.Split(f[0], ",")...)}, dlq.WithLeaseTTL(2*time.Second))
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(f[0], ",")...)}
+	req := dlq.Request{Action: dlq.ActionRedrive, Rate: 5}
+	if len(f) > 4 {
+		opts = append(opts, killAt(f[4], &req)...)
+	}
+	c, err := dlq.New(dlq.Topic{Source: f[1], DLQ: f[2], Tier: f[3]}, opts, dlq.WithLeaseTTL(2*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	_, err = c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: 5, Progress: func(p dlq.Progress) {
+	progress := req.Progress
+	req.Progress = func(p dlq.Progress) {
 		fmt.Printf("moved %d\n", p.Moved)
-	}})
+		if progress != nil {
+			progress(p)
+		}
+	}
+	_, err = c.Move(context.Background(), req)
 	if err != nil {
 		fmt.Println(err)
 		return 1

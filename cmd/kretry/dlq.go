@@ -179,6 +179,11 @@ func (f *dlqFlags) check() error {
 	if f.rate != nil && *f.rate < 0 {
 		return fmt.Errorf("--rate %g: want records/s, or 0 for no limit", *f.rate)
 	}
+	if f.rate != nil {
+		if err := dlq.CheckRate(*f.rate); err != nil {
+			return fmt.Errorf("--rate: %w, or 0 for no limit", err)
+		}
+	}
 	if f.reason != nil && strings.TrimSpace(*f.reason) == "" {
 		return errors.New("--reason TEXT is required: say why these records are not delivered (kept for audit)")
 	}

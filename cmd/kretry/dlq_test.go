@@ -134,3 +134,24 @@ func TestDLQCommands(t *testing.T) {
 		t.Fatalf("list all: exit %d\n%s", code, out)
 	}
 }
+
+// TestDLQRefusesATinyRate: --rate below the floor (0.01 records/s), or
+// NaN, is a usage error naming the flag and the floor, before anything is
+// read or moved: at 1e-300 records/s a redrive would move one record and
+// hold the DLQ's lease for ever.
+func TestDLQRefusesATinyRate(t *testing.T) {
+	path := dlqEnv(t)
+	for _, sub := range [][]string{{"redrive"}, {"discard", "--reason", "x"}} {
+		for _, r := range []string{"1e-300", "0.009", "NaN"} {
+			args := append(append([]string{"dlq"}, sub...), "-c", path, "--topic", "orders", "--rate", r, "--dry-run")
+			code, out, errs := kretry(t, args...)
+			if code != exitUsage || !strings.Contains(errs, "--rate") || !strings.Contains(errs, "0.01") {
+				t.Errorf("%s --rate %s: exit %d, want %d naming --rate and the floor 0.01\n%s%s", sub[0], r, code, exitUsage, out, errs)
+			}
+		}
+	}
+	code, out, _ := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	if code != exitOK || !strings.Contains(out, "waiting 4") {
+		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
+	}
+}
