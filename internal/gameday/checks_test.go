@@ -135,3 +135,65 @@ func TestSourcePaused(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthyKeysP99: the check measures the steady records produced while
+// the poison record was retried (the poison phase's injection, until the
+// DLQ reader read it), from their produce time to the app's first 2xx. A
+// record produced after that, still in flight when the next phase's blip
+// fails it, is not the poison's doing and does not count; records held
+// behind the poison, or never acknowledged, fail it.
+func TestHealthyKeysP99(t *testing.T) {
+	spans := []span{{Name: PhasePoison, Start: at(0), Inject: at(2000), End: at(2100)}, {Name: PhaseBurst, Start: at(2100)}}
+	// 300 steady records every 7ms over the phase (the last ones after
+	// the poison was dead-lettered), each answered 15ms after it was
+	// produced; slow(ids, ms) answers those ids ms after instead.
+	mk := func(edit func(produced map[int64]order, arr []arrival) []arrival) (map[int64]order, []arrival) {
+		produced := map[int64]order{}
+		var arr []arrival
+		for i := range 300 {
+			id := int64(i + 1)
+			produced[id] = order{ID: id, Kind: kindSteady, Produced: at(i * 7).UnixNano()}
+			arr = append(arr, arrival{ID: id, Kind: kindSteady, Status: 204, Done: at(i*7 + 15)})
+		}
+		arr = edit(produced, arr)
+		for i := range arr {
+			arr[i].E2E = arr[i].Done.Sub(time.Unix(0, produced[arr[i].ID].Produced))
+		}
+		return produced, arr
+	}
+	slow := func(from, n, after int) func(map[int64]order, []arrival) []arrival {
+		return func(produced map[int64]order, arr []arrival) []arrival {
+			for i := from; i < from+n; i++ {
+				arr[i].Done = time.Unix(0, produced[arr[i].ID].Produced).Add(time.Duration(after) * time.Millisecond)
+			}
+			return arr
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(map[int64]order, []arrival) []arrival
+		pass bool
+	}{
+		{"all fast", slow(0, 0, 0), true},
+		{"the last 5, produced after the poison was dead-lettered, failed by the burst's blip", slow(295, 5, 1400), true},
+		{"5 held 1.4s while the poison was retried", slow(140, 5, 1400), false},
+		{"one of the window never acknowledged", func(_ map[int64]order, arr []arrival) []arrival { return append(arr[:100], arr[101:]...) }, false},
+		{"a duplicate 2xx after an aborted transaction counts from the first", func(_ map[int64]order, arr []arrival) []arrival {
+			for i := range 5 {
+				d := arr[100+i]
+				d.Done = d.Done.Add(1400 * time.Millisecond)
+				arr = append(arr, d)
+			}
+			return arr
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Quick()
+			produced, arr := mk(tc.edit)
+			r := &run{plan: &p, spans: spans, produced: produced, arrivals: arr}
+			if c := r.healthyP99(); c.Pass != tc.pass {
+				t.Errorf("pass %v, want %v: %v ms (%s)", c.Pass, tc.pass, c.Value, c.Detail)
+			}
+		})
+	}
+}

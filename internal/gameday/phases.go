@@ -65,7 +65,7 @@ func (ph *phases) run() {
 		dep.failing.Store(false)
 		dep.service.Store(int64(p.ServiceTime))
 	}, true)
-	ph.phase(PhasePoison, func() { ph.poison = ph.load.one(ph.ctx, kindPoison) }, true)
+	ph.phase(PhasePoison, ph.injectPoison, true)
 	ph.phase(PhaseBurst, func() {
 		dep.failing.Store(true)
 		ph.burst = ph.load.burst(ph.ctx, kindBurst, p.Burst)
@@ -73,6 +73,20 @@ func (ph *phases) run() {
 		dep.failing.Store(false)
 	}, true)
 	ph.phase(PhaseDrain, func() { ph.load.setRate(0) }, true)
+}
+
+// injectPoison writes the poison record and waits, at most Settle, until
+// the DLQ reader has read it: the poison phase's injection is the poison
+// record's whole way through the tiers. The settle that follows then waits
+// for every record produced until then (healthy_keys_p99 measures them) to
+// be acknowledged, so that the next phase's blip of the dependency cannot
+// fail one of them and charge its retry to the poison record.
+func (ph *phases) injectPoison() {
+	ph.poison = ph.load.one(ph.ctx, kindPoison)
+	deadline := time.Now().Add(ph.e.plan.Settle)
+	for !ph.dlq.has(ph.poison) && time.Now().Before(deadline) && ph.ctx.Err() == nil {
+		ph.sleep(10 * time.Millisecond)
+	}
 }
 
 // phase runs inject, then (when settle) waits until the queue has drained:

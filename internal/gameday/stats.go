@@ -68,3 +68,19 @@ func spread(ts []time.Time, from time.Time, bucket time.Duration) (ratio float64
 	peak = slices.Max(counts)
 	return float64(peak) / (float64(len(ts)) / float64(n)), peak, n
 }
+
+// firstAcks returns, per record id, when the app first answered it 2xx
+// (a record may be delivered again after an aborted transaction: at least
+// once).
+func firstAcks(arr []arrival) map[int64]time.Time {
+	out := map[int64]time.Time{}
+	for _, a := range arr {
+		if a.Status/100 != 2 {
+			continue
+		}
+		if t, ok := out[a.ID]; !ok || a.Done.Before(t) {
+			out[a.ID] = a.Done
+		}
+	}
+	return out
+}
