@@ -41,6 +41,7 @@ type run struct {
 	produced map[int64]order
 	poison   int64
 	burst    []int64
+	acks     map[int64]time.Time // firstAcks of arrivals, made on first use
 }
 
 func (r *run) checks() []Check {
@@ -197,21 +198,9 @@ func (r *run) healthyP99() Check {
 	if !ok {
 		return Check{Group: Isolates, Name: "healthy_keys_p99", What: what, Limit: ms(r.plan.HealthyP99), Unit: "ms", Detail: "the poison phase did not run"}
 	}
-	acked := firstAcks(r.arrivals)
-	var lat []time.Duration
-	missing, after := 0, 0
-	for id, o := range r.produced {
-		prod := time.Unix(0, o.Produced)
-		switch {
-		case o.Kind != kindSteady || prod.Before(s.Start) || prod.After(s.End):
-		case prod.After(s.Inject):
-			after++
-		case acked[id].IsZero():
-			missing++
-		default:
-			lat = append(lat, acked[id].Sub(prod))
-		}
-	}
+	lat, missing := r.healthyLatencies(s.Start, s.Inject)
+	late, lateUnacked := r.healthyLatencies(s.Inject.Add(1), s.End)
+	after := len(late) + lateUnacked
 	p99 := quantile(lat, 0.99)
 	c := atMost(Isolates, "healthy_keys_p99", what, ms(p99), ms(r.plan.HealthyP99), "ms",
 		fmt.Sprintf("%d records over the %.1fs the poison record was retried; p50 %.1fms, p99 %.1fms, max %.1fms; %d produced after it was dead-lettered, not counted",

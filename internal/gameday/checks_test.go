@@ -197,3 +197,28 @@ func TestHealthyKeysP99(t *testing.T) {
 		})
 	}
 }
+
+// TestPhaseStatsHealthyLatency: a phase's healthy latencies are those of
+// the steady records produced in it, from produce to the first 2xx; a
+// record of another kind or another phase, or a later duplicate, is not in
+// them.
+func TestPhaseStatsHealthyLatency(t *testing.T) {
+	p := Quick()
+	s := span{Name: PhaseSteady, Start: at(0), End: at(1000)}
+	produced := map[int64]order{}
+	var arr []arrival
+	for i := range 100 { // record i answered i+1 ms after it was produced
+		id := int64(i + 1)
+		produced[id] = order{ID: id, Kind: kindSteady, Produced: at(i * 10).UnixNano()}
+		arr = append(arr, arrival{ID: id, Status: 204, Done: at(i*10 + i + 1)})
+	}
+	produced[101] = order{ID: 101, Kind: kindPoison, Produced: at(10).UnixNano()}
+	produced[102] = order{ID: 102, Kind: kindSteady, Produced: at(1001).UnixNano()}
+	arr = append(arr, arrival{ID: 50, Status: 204, Done: at(5000)}, arrival{ID: 101, Status: 204, Done: at(5000)},
+		arrival{ID: 102, Status: 204, Done: at(5000)}, arrival{ID: 7, Status: 503, Done: at(1)})
+	r := &run{plan: &p, spans: []span{s}, produced: produced, arrivals: arr}
+	ps := r.phaseStats(s)
+	if ps.HealthyP50MS != 50 || ps.HealthyP99MS != 99 || ps.HealthyMaxMS != 100 {
+		t.Errorf("healthy latency p50 %v, p99 %v, max %v ms; want 50, 99, 100", ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS)
+	}
+}
