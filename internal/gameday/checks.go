@@ -255,10 +255,10 @@ func (r *run) lagRecovers(phase, name, after string) Check {
 // steadyLag is the level the lag hovers at while the queue keeps up
 // (records in flight, the commit interval): the largest lag of the steady
 // phase after its first second, and at least the records the steady load
-// writes in caughtUp.
+// writes in 500ms.
 func (r *run) steadyLag() int64 {
 	s, _ := spanOf(r.spans, PhaseSteady)
-	m := int64(r.plan.SteadyRate * caughtUp.Seconds())
+	m := int64(r.plan.SteadyRate * 0.5)
 	for _, sm := range r.samples {
 		if !sm.At.Before(s.Start.Add(time.Second)) && !sm.At.After(s.End) && sm.ScanOK {
 			m = max(m, waiting(sm))
