@@ -294,7 +294,7 @@ func (r *run) answerDLQ() string {
 	if len(r.dead) == 1 {
 		noun = "record"
 	}
-	s := fmt.Sprintf("%d %s (%s); %d duplicates; by kind %v.", len(r.dead), noun, strings.Join(fps, "; "), dups, kinds)
+	s := fmt.Sprintf("%d %s (%s); %d duplicates; by kind: %s.", len(r.dead), noun, strings.Join(fps, "; "), dups, countList(kinds, []string{kindSteady, kindBurst, kindPoison}))
 	switch {
 	case origin == len(r.dead):
 		s += " Each carries its original topic, partition, offset and the error: replay it once the cause is fixed (`kretry dlq redrive`, exactly once), or discard it with a reason (`kretry dlq discard`); `kretry dlq stats` groups them by fingerprint."

@@ -80,7 +80,11 @@ func (r *run) noOutageDLQ() Check {
 	}
 	detail := "only the poison record is in the DLQ"
 	if n > 0 {
-		detail = fmt.Sprintf("dead-lettered by phase (when read): %v", byPhase)
+		var phases []string
+		for _, s := range r.spans {
+			phases = append(phases, s.Name)
+		}
+		detail = "dead-lettered by phase (when read): " + countList(byPhase, phases)
 	}
 	return atMost(Slows, "no_outage_dead_letters", "records dead-lettered other than the poison record = 0", float64(n), 0, "records", detail)
 }

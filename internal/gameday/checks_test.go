@@ -222,3 +222,11 @@ func TestPhaseStatsHealthyLatency(t *testing.T) {
 		t.Errorf("healthy latency p50 %v, p99 %v, max %v ms; want 50, 99, 100", ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS)
 	}
 }
+
+// TestCountList: counts read as words, in the order given, not as Go maps.
+func TestCountList(t *testing.T) {
+	got := countList(map[string]int{"burst": 2, "failing": 8, "zzz": 1, "aaa": 3}, []string{PhaseFailing, PhasePoison, PhaseBurst})
+	if want := "failing 8, burst 2, aaa 3, zzz 1"; got != want {
+		t.Errorf("countList = %q, want %q", got, want)
+	}
+}

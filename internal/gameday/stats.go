@@ -1,9 +1,12 @@
 package gameday
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -83,4 +86,21 @@ func firstAcks(arr []arrival) map[int64]time.Time {
 		}
 	}
 	return out
+}
+
+// countList writes counts for people: "failing 8, burst 2", the keys in
+// the order of first (phase names, say), then the others sorted.
+func countList(m map[string]int, first []string) string {
+	var parts []string
+	for _, k := range first {
+		if n, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(first, k) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
