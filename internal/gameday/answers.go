@@ -33,6 +33,14 @@ type PhaseStats struct {
 	// DependencyP50MS and DependencyP99MS: the app's answer time.
 	DependencyP50MS float64 `json:"dependency_p50_ms"`
 	DependencyP99MS float64 `json:"dependency_p99_ms"`
+	// HealthyP50MS, HealthyP99MS and HealthyMaxMS: end-to-end latency of
+	// the steady records produced in the phase, from their produce time to
+	// the app's first 2xx, in ms; records produced near a phase's end may
+	// be answered in the next one (healthy_keys_p99 has its own window).
+	// Records never answered 2xx are not in them.
+	HealthyP50MS float64 `json:"healthy_p50_ms"`
+	HealthyP99MS float64 `json:"healthy_p99_ms"`
+	HealthyMaxMS float64 `json:"healthy_max_ms"`
 	// BreakerOpenSeconds: time the breaker gauge said open (from /metrics).
 	BreakerOpenSeconds float64 `json:"breaker_open_seconds"`
 	// MaxInFlight: the most deliveries under way at once (from /metrics).
@@ -108,7 +116,29 @@ func (r *run) phaseStats(s span) PhaseStats {
 		}
 	}
 	ps.DependencyP50MS, ps.DependencyP99MS = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99))
+	e2e, _ := r.healthyLatencies(s.Start, s.End)
+	ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS = ms(quantile(e2e, 0.5)), ms(quantile(e2e, 0.99)), ms(quantile(e2e, 1))
 	return ps
+}
+
+// healthyLatencies returns the end-to-end latency (produce time to the
+// app's first 2xx) of each steady record produced in [from, to] that was
+// acknowledged, and how many of them were not.
+func (r *run) healthyLatencies(from, to time.Time) (lat []time.Duration, unacked int) {
+	if r.acks == nil {
+		r.acks = firstAcks(r.arrivals)
+	}
+	for id, o := range r.produced {
+		prod := time.Unix(0, o.Produced)
+		switch {
+		case o.Kind != kindSteady || prod.Before(from) || prod.After(to):
+		case r.acks[id].IsZero():
+			unacked++
+		default:
+			lat = append(lat, r.acks[id].Sub(prod))
+		}
+	}
+	return lat, unacked
 }
 
 // Answer is one of the seeds' four on-call questions, answered for a run.
@@ -264,7 +294,7 @@ func (r *run) answerDLQ() string {
 	if len(r.dead) == 1 {
 		noun = "record"
 	}
-	s := fmt.Sprintf("%d %s (%s); %d duplicates; by kind %v.", len(r.dead), noun, strings.Join(fps, "; "), dups, kinds)
+	s := fmt.Sprintf("%d %s (%s); %d duplicates; by kind: %s.", len(r.dead), noun, strings.Join(fps, "; "), dups, countList(kinds, []string{kindSteady, kindBurst, kindPoison}))
 	switch {
 	case origin == len(r.dead):
 		s += " Each carries its original topic, partition, offset and the error: replay it once the cause is fixed (`kretry dlq redrive`, exactly once), or discard it with a reason (`kretry dlq discard`); `kretry dlq stats` groups them by fingerprint."

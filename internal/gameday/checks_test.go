@@ -135,3 +135,98 @@ func TestSourcePaused(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthyKeysP99: the check measures the steady records produced while
+// the poison record was retried (the poison phase's injection, until the
+// DLQ reader read it), from their produce time to the app's first 2xx. A
+// record produced after that, still in flight when the next phase's blip
+// fails it, is not the poison's doing and does not count; records held
+// behind the poison, or never acknowledged, fail it.
+func TestHealthyKeysP99(t *testing.T) {
+	spans := []span{{Name: PhasePoison, Start: at(0), Inject: at(2000), End: at(2100)}, {Name: PhaseBurst, Start: at(2100)}}
+	// 300 steady records every 7ms over the phase (the last ones after
+	// the poison was dead-lettered), each answered 15ms after it was
+	// produced; slow(ids, ms) answers those ids ms after instead.
+	mk := func(edit func(produced map[int64]order, arr []arrival) []arrival) (map[int64]order, []arrival) {
+		produced := map[int64]order{}
+		var arr []arrival
+		for i := range 300 {
+			id := int64(i + 1)
+			produced[id] = order{ID: id, Kind: kindSteady, Produced: at(i * 7).UnixNano()}
+			arr = append(arr, arrival{ID: id, Kind: kindSteady, Status: 204, Done: at(i*7 + 15)})
+		}
+		arr = edit(produced, arr)
+		for i := range arr {
+			arr[i].E2E = arr[i].Done.Sub(time.Unix(0, produced[arr[i].ID].Produced))
+		}
+		return produced, arr
+	}
+	slow := func(from, n, after int) func(map[int64]order, []arrival) []arrival {
+		return func(produced map[int64]order, arr []arrival) []arrival {
+			for i := from; i < from+n; i++ {
+				arr[i].Done = time.Unix(0, produced[arr[i].ID].Produced).Add(time.Duration(after) * time.Millisecond)
+			}
+			return arr
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(map[int64]order, []arrival) []arrival
+		pass bool
+	}{
+		{"all fast", slow(0, 0, 0), true},
+		{"the last 5, produced after the poison was dead-lettered, failed by the burst's blip", slow(295, 5, 1400), true},
+		{"5 held 1.4s while the poison was retried", slow(140, 5, 1400), false},
+		{"one of the window never acknowledged", func(_ map[int64]order, arr []arrival) []arrival { return append(arr[:100], arr[101:]...) }, false},
+		{"a duplicate 2xx after an aborted transaction counts from the first", func(_ map[int64]order, arr []arrival) []arrival {
+			for i := range 5 {
+				d := arr[100+i]
+				d.Done = d.Done.Add(1400 * time.Millisecond)
+				arr = append(arr, d)
+			}
+			return arr
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Quick()
+			produced, arr := mk(tc.edit)
+			r := &run{plan: &p, spans: spans, produced: produced, arrivals: arr}
+			if c := r.healthyP99(); c.Pass != tc.pass {
+				t.Errorf("pass %v, want %v: %v ms (%s)", c.Pass, tc.pass, c.Value, c.Detail)
+			}
+		})
+	}
+}
+
+// TestPhaseStatsHealthyLatency: a phase's healthy latencies are those of
+// the steady records produced in it, from produce to the first 2xx; a
+// record of another kind or another phase, or a later duplicate, is not in
+// them.
+func TestPhaseStatsHealthyLatency(t *testing.T) {
+	p := Quick()
+	s := span{Name: PhaseSteady, Start: at(0), End: at(1000)}
+	produced := map[int64]order{}
+	var arr []arrival
+	for i := range 100 { // record i answered i+1 ms after it was produced
+		id := int64(i + 1)
+		produced[id] = order{ID: id, Kind: kindSteady, Produced: at(i * 10).UnixNano()}
+		arr = append(arr, arrival{ID: id, Status: 204, Done: at(i*10 + i + 1)})
+	}
+	produced[101] = order{ID: 101, Kind: kindPoison, Produced: at(10).UnixNano()}
+	produced[102] = order{ID: 102, Kind: kindSteady, Produced: at(1001).UnixNano()}
+	arr = append(arr, arrival{ID: 50, Status: 204, Done: at(5000)}, arrival{ID: 101, Status: 204, Done: at(5000)},
+		arrival{ID: 102, Status: 204, Done: at(5000)}, arrival{ID: 7, Status: 503, Done: at(1)})
+	r := &run{plan: &p, spans: []span{s}, produced: produced, arrivals: arr}
+	ps := r.phaseStats(s)
+	if ps.HealthyP50MS != 50 || ps.HealthyP99MS != 99 || ps.HealthyMaxMS != 100 {
+		t.Errorf("healthy latency p50 %v, p99 %v, max %v ms; want 50, 99, 100", ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS)
+	}
+}
+
+// TestCountList: counts read as words, in the order given, not as Go maps.
+func TestCountList(t *testing.T) {
+	got := countList(map[string]int{"burst": 2, "failing": 8, "zzz": 1, "aaa": 3}, []string{PhaseFailing, PhasePoison, PhaseBurst})
+	if want := "failing 8, burst 2, aaa 3, zzz 1"; got != want {
+		t.Errorf("countList = %q, want %q", got, want)
+	}
+}

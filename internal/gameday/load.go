@@ -19,7 +19,8 @@ import (
 // and produce time; the ledger of produced ids is what "nothing lost" is
 // checked against.
 type load struct {
-	cl    *kgo.Client
+	// send is the client's Produce (a test's fake broker otherwise).
+	send  func(context.Context, *kgo.Record, func(*kgo.Record, error))
 	topic string
 	keys  int
 
@@ -33,7 +34,7 @@ type load struct {
 }
 
 func newLoad(cl *kgo.Client, topic string, keys int) *load {
-	return &load{cl: cl, topic: topic, keys: keys, produced: map[int64]order{}}
+	return &load{send: cl.Produce, topic: topic, keys: keys, produced: map[int64]order{}}
 }
 
 // setRate sets the paced rate in records/s (0 stops it).
@@ -81,7 +82,7 @@ func (l *load) produce(ctx context.Context, o order) {
 	o.Produced = time.Now().UnixNano()
 	v, _ := json.Marshal(o)
 	l.wg.Add(1)
-	l.cl.Produce(ctx, &kgo.Record{Topic: l.topic, Key: []byte(o.Key), Value: v,
+	l.send(ctx, &kgo.Record{Topic: l.topic, Key: []byte(o.Key), Value: v,
 		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}},
 		func(_ *kgo.Record, err error) {
 			defer l.wg.Done()

@@ -130,14 +130,14 @@ func (r *Report) Print(w io.Writer) {
 		time.Duration(r.Plan.SlowMS)*time.Millisecond, time.Duration(r.Plan.FailMS)*time.Millisecond, r.Plan.Burst)
 	for _, p := range r.Peers {
 		fmt.Fprintf(w, "\n== %s: %s\n", p.Peer, p.Setup)
-		fmt.Fprintf(w, "\n%-9s %6s %9s %9s %8s %8s %8s %9s %9s %5s %5s\n", "phase", "secs", "enqueue/s", "drain/s", "max lag", "retries", "dead", "dep p50", "dep p99", "open", "cpu")
+		fmt.Fprintf(w, "\n%-9s %6s %9s %9s %8s %8s %8s %9s %9s %9s %5s %5s\n", "phase", "secs", "enqueue/s", "drain/s", "max lag", "retries", "dead", "dep p50", "dep p99", "e2e p99", "open", "cpu")
 		for _, ph := range p.Phases {
 			cpu := "-"
 			if ph.CPUCores >= 0 {
 				cpu = fmt.Sprintf("%.1f", ph.CPUCores)
 			}
-			fmt.Fprintf(w, "%-9s %6.1f %9.0f %9.0f %8d %8d %8d %7.1fms %7.1fms %4.1fs %5s\n", ph.Name, ph.Seconds, ph.EnqueueRate, ph.DrainRate,
-				ph.MaxLag, ph.Retries, ph.DeadLettered, ph.DependencyP50MS, ph.DependencyP99MS, ph.BreakerOpenSeconds, cpu)
+			fmt.Fprintf(w, "%-9s %6.1f %9.0f %9.0f %8d %8d %8d %7.1fms %7.1fms %7.0fms %4.1fs %5s\n", ph.Name, ph.Seconds, ph.EnqueueRate, ph.DrainRate,
+				ph.MaxLag, ph.Retries, ph.DeadLettered, ph.DependencyP50MS, ph.DependencyP99MS, ph.HealthyP99MS, ph.BreakerOpenSeconds, cpu)
 		}
 		fmt.Fprintln(w)
 		for _, c := range p.Checks {

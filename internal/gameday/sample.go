@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -255,6 +256,13 @@ func (d *dlqReader) count() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.letters)
+}
+
+// has reports whether the record with the load's id was read.
+func (d *dlqReader) has(id int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(d.letters, func(l deadLetter) bool { return l.ID == id })
 }
 
 func (d *dlqReader) all() []deadLetter {

@@ -1,9 +1,12 @@
 package gameday
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -67,4 +70,37 @@ func spread(ts []time.Time, from time.Time, bucket time.Duration) (ratio float64
 	}
 	peak = slices.Max(counts)
 	return float64(peak) / (float64(len(ts)) / float64(n)), peak, n
+}
+
+// firstAcks returns, per record id, when the app first answered it 2xx
+// (a record may be delivered again after an aborted transaction: at least
+// once).
+func firstAcks(arr []arrival) map[int64]time.Time {
+	out := map[int64]time.Time{}
+	for _, a := range arr {
+		if a.Status/100 != 2 {
+			continue
+		}
+		if t, ok := out[a.ID]; !ok || a.Done.Before(t) {
+			out[a.ID] = a.Done
+		}
+	}
+	return out
+}
+
+// countList writes counts for people: "failing 8, burst 2", the keys in
+// the order of first (phase names, say), then the others sorted.
+func countList(m map[string]int, first []string) string {
+	var parts []string
+	for _, k := range first {
+		if n, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(first, k) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
