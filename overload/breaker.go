@@ -95,6 +95,10 @@ type breaker struct {
 	// failed as a probe since (see Spend).
 	weak bool
 
+	// proven: a delivery succeeded since the gate was built (see
+	// Outcome.Last).
+	proven bool
+
 	held   int64
 	opened map[Reason]int64
 }
