@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 )
@@ -65,5 +67,78 @@ func testRestartsDuringAnOutage(t *testing.T, restarts int) {
 	eventually(t, "every record acknowledged or dead-lettered", func() bool { return e.app.numAcked()+int(deadLettered()) == n })
 	if d := deadLettered(); d != 0 {
 		t.Errorf("%d of %d records dead-lettered by an outage with %d restarts; an outage must dead-letter nothing", d, n, restarts)
+	}
+}
+
+// defaultGate returns options with a gate configured as kretry's defaults
+// (docs/OVERLOAD.md: window 20, failure_ratio 0.5, wait 1s, max_wait 1m,
+// probes 3, guard 10 / 1m / 0.9) and a log the test can read.
+func (e *env) defaultGate(d delivery.Deliverer) (Options, *overload.Gate, *syncBuffer) {
+	o, _, logs := e.gated(d, true)
+	g := overload.New(overload.Config{
+		Breaker:     overload.BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},
+		Guard:       overload.GuardConfig{Enabled: true, MaxDeadLetters: 10, Window: time.Minute, Share: 0.9},
+		MaxInFlight: o.MaxInFlight,
+		Logger:      o.Logger,
+	})
+	o.Overload = g
+	return o, g, logs
+}
+
+// TestBreakFlappingAppDeadLettersNothing: the app is up for 1s and down
+// (503) for 1s, for 30s, while 100 fresh records a second arrive, with
+// short tiers (2s, 5s: the chain is shorter than the flapping). No record
+// may be dead-lettered by the flapping (issue 11: an outage of any length
+// dead-letters nothing by itself), deliveries stay bounded (no retry
+// storm: at most 4 per record on average) and the breaker opens a bounded
+// number of times.
+func TestBreakFlappingAppDeadLettersNothing(t *testing.T) {
+	e := newEnv(t, 3, 2*time.Second, 5*time.Second)
+	start := time.Now()
+	up := func() bool { return time.Since(start) > 30*time.Second || time.Since(start)/time.Second%2 == 0 }
+	e.app.setAnswer(func(*delivery.Message) error {
+		if up() {
+			return nil
+		}
+		return &delivery.StatusError{Status: 503, Body: "flapping"}
+	})
+	o, g, _ := e.defaultGate(e.app)
+	o.MaxInFlight = 16
+	eng, _ := e.start(o)
+	<-eng.Joined()
+	total := 0
+	for time.Since(start) < 30*time.Second {
+		var recs []*kgo.Record
+		for i := range 10 {
+			r := rec(fmt.Sprintf("k%d", total+i), "v")
+			r.Partition = int32(i % 3)
+			recs = append(recs, r)
+		}
+		total += len(recs)
+		e.produce(recs...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	settled := func() int64 {
+		return int64(e.app.numAcked()) + eng.Stats().Exhausted.Load() + eng.Stats().Permanent.Load()
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for settled() < int64(total) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	s := g.Snapshot(time.Now())
+	calls := e.app.numCalls()
+	t.Logf("%d records, %d deliveries (%.2f per record), acked %d, exhausted %d; breaker opened %d times, held %d",
+		total, calls, float64(calls)/float64(total), e.app.numAcked(), eng.Stats().Exhausted.Load(), s.Opened[overload.ReasonDependency], s.Held)
+	if got := settled(); got != int64(total) {
+		t.Fatalf("%d of %d records settled within 90s of the app's recovery", got, total)
+	}
+	if n := eng.Stats().Exhausted.Load(); n != 0 {
+		t.Errorf("%d records dead-lettered as exhausted by an app flapping 1s up, 1s down", n)
+	}
+	if calls > 4*total {
+		t.Errorf("%d deliveries for %d records: a retry storm", calls, total)
+	}
+	if n := s.Opened[overload.ReasonDependency]; n > 30 {
+		t.Errorf("the breaker opened %d times in 30s of flapping, want at most 30", n)
 	}
 }
