@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -51,26 +48,11 @@ func TestAdaptiveInFlight(t *testing.T) {
 	}
 
 	metricsAddr := freeAddr(t)
-	cfg := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `kafka:
-  brokers: [%q]
-  fetch_max_wait: 50ms
-  session_timeout: 6s
-app:
-  url: %q
-  timeout: 10s
-  max_in_flight: auto
-metrics:
-  listen: %q
-lag:
-  interval: 0s
-topics:
+	cfg := writeYAML(t, instanceYAML(addr, app.URL+"/kafka", metricsAddr, "timeout: 10s", "max_in_flight: auto")+`topics:
   - name: orders
     ordering: none
     retry: {tiers: [1m], jitter: 0}
-`, addr, app.URL+"/kafka", metricsAddr), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	run := startKretry(t, "run", "run", "-c", cfg)
 
 	limit := func() int {

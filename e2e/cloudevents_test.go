@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -106,24 +104,12 @@ func TestCloudEventsSDK(t *testing.T) {
 	}
 
 	const ceType = "com.example.order.v1"
-	cfg := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `kafka:
-  brokers: [%q]
-  fetch_max_wait: 50ms
-  session_timeout: 6s
-app:
-  url: %q
-  ce_type: %q
-metrics:
-  listen: ""
-topics:
+	cfg := writeYAML(t, instanceYAML(addr, "http://"+ln.Addr().String()+"/kafka", "", fmt.Sprintf("ce_type: %q", ceType))+`topics:
   - name: orders
     retry:
       tiers: [200ms]
       jitter: 0
-`, addr, "http://"+ln.Addr().String()+"/kafka", ceType), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	run := startKretry(t, "run", "run", "-c", cfg)
 	received := func() []ceReceived {
 		mu.Lock()

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,20 +19,7 @@ import (
 // metricsAddr, for the dependency gauge.
 func dependencyConfig(t *testing.T, broker, appURL, metricsAddr string) string {
 	t.Helper()
-	body := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  fetch_max_wait: 50ms
-  session_timeout: 6s
-app:
-  url: %q
-  timeout: 2s
-metrics:
-  listen: %q
-lag:
-  interval: 0s
-log:
-  level: info
-topics:
+	return writeYAML(t, instanceYAML(broker, appURL, metricsAddr, "timeout: 2s")+`topics:
   - name: orders
     retry:
       tiers: [200ms, 500ms, 1s, 2s, 4s]
@@ -44,12 +29,7 @@ topics:
     # own (overload_test.go).
     breaker: {enabled: false}
     guard: {enabled: false}
-`, broker, appURL, metricsAddr)
-	path := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+`)
 }
 
 // dependencyLines returns kretry's log lines about the app's state.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,32 +19,14 @@ import (
 // 3 partitions, a 5s tier, the breaker probing after 200ms (up to 1s).
 func overloadConfig(t *testing.T, broker, appURL, metricsAddr string) string {
 	t.Helper()
-	body := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  fetch_max_wait: 50ms
-  session_timeout: 6s
-app:
-  url: %q
-  timeout: 2s
-metrics:
-  listen: %q
-lag:
-  interval: 0s
-log:
-  level: info
-topics:
+	return writeYAML(t, instanceYAML(broker, appURL, metricsAddr, "timeout: 2s")+`topics:
   - name: orders
     ordering: key
     retry:
       tiers: [5s]
       jitter: 0
     breaker: {wait: 200ms, max_wait: 1s}
-`, broker, appURL, metricsAddr)
-	path := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+`)
 }
 
 // produceKeyed writes n records of n keys to orders.
@@ -206,28 +186,10 @@ func TestWrongPathStopsTheGuard(t *testing.T) {
 // keys are topic (indented as under topics[0]).
 func budgetConfig(t *testing.T, broker, appURL, metricsAddr string, extra string) string {
 	t.Helper()
-	body := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  fetch_max_wait: 50ms
-  session_timeout: 6s
-app:
-  url: %q
-  timeout: 2s
-metrics:
-  listen: %q
-lag:
-  interval: 0s
-log:
-  level: info
-topics:
+	return writeYAML(t, instanceYAML(broker, appURL, metricsAddr, "timeout: 2s")+`topics:
   - name: orders
     ordering: none
-%s`, broker, appURL, metricsAddr, extra)
-	path := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+`+extra)
 }
 
 // TestRetryBudget: 40 of 100 records fail their first attempt; with

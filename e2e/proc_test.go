@@ -346,11 +346,7 @@ func writeConfig(t *testing.T, c runConfig) string {
 	}
 	b.WriteString("    retry:\n")
 	fmt.Fprintf(&b, "      tiers: [%s]\n      jitter: 0\n", strings.Join(c.Tiers, ", "))
-	path := filepath.Join(t.TempDir(), "kretry.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeYAML(t, b.String())
 }
 
 // id is the CloudEvents id of a source record.

@@ -152,6 +152,10 @@ type Engine struct {
 	// barrierDue: newly assigned partitions wait for their barrier; write it
 	// at once rather than at the next CommitInterval.
 	barrierDue bool
+	// fetched are the group's commits as this assignment's OffsetFetch
+	// answered them; nil until it answers, and the barrier waits for it
+	// (see fetched.go).
+	fetched groupCommits
 	// pauseQueue are the queues whose pause changed since applyPauses ran;
 	// droppedResume the partitions the client has paused whose shards a
 	// reset dropped.
@@ -316,6 +320,7 @@ func (e *Engine) groupClientOpts() []kgo.Opt {
 		// are co-partitioned (DESIGN.md invariant 8).
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.assigned(m) }),
+		kgo.OnOffsetsFetched(e.offsetsFetched),
 		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, false) }),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) { e.cl.Store(cl); e.revoked(m, true) }),
 	)

@@ -27,6 +27,8 @@ type txn struct {
 	after    []func()
 	records  int
 	barriers []*shard
+	// fetched are the group's commits at the assignment (see fetched.go).
+	fetched groupCommits
 }
 
 // prepare collects the moves and commit offsets of every settled prefix,
@@ -36,7 +38,7 @@ type txn struct {
 func (e *Engine) prepare() *txn {
 	e.lastCommit = time.Now()
 	e.settled = 0
-	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}}
+	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}, fetched: e.fetched}
 	take := func(en *entry) {
 		if en.moved {
 			return
@@ -50,7 +52,7 @@ func (e *Engine) prepare() *txn {
 	tx.after = append(tx.after, e.looseAfter...)
 	e.loose, e.looseAfter = nil, nil
 	for _, sh := range e.shards {
-		if sh.barrierPending {
+		if sh.barrierPending && e.fetched != nil { // see fetched.go
 			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
 			tx.barriers = append(tx.barriers, sh)
 		}
@@ -133,7 +135,7 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 		e.awaitPreviousEnd(ctx)
 	}
 	var unknown []string
-	fctx := kgo.PreTxnCommitFnContext(ctx, offsetsHook(tx, e.sess.Client().CommittedOffsets(), e.opts.ParkingTopic, &unknown))
+	fctx := kgo.PreTxnCommitFnContext(ctx, offsetsHook(tx, e.sess.Client().CommittedOffsets(), &unknown))
 	committed, err := e.sess.End(fctx, try)
 	e.lastEndErr, e.lastEnd = err, time.Now()
 	if fencedErr := errors.Join(err, perr); isFenced(fencedErr) {
@@ -211,7 +213,7 @@ func (e *Engine) produceMoves(ctx context.Context, tx *txn) error {
 // fetched position, which may be past unsettled records; noted in
 // unknown); a partition the engine knows that the session left out is
 // added.
-func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, parkingTopic string, unknown *[]string) func(*kmsg.TxnOffsetCommitRequest) error {
+func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, unknown *[]string) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		seen := map[string]map[int32]bool{}
 		for i := range req.Topics {
@@ -237,31 +239,27 @@ func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, 
 			}
 		}
 		if len(req.Topics) == 0 {
-			keepOneOffset(req, committedBefore)
+			keepOneOffset(req, committedBefore, tx.fetched)
 		}
 		return nil
 	}
 }
 
 // keepOneOffset adds one offset that changes nothing to a TxnOffsetCommit
-// that carries none. franz-go (v1.22.3) reads KIP-447 support off the
-// TxnOffsetCommit response, and a transaction without one (only barriers
-// or parking ops) holds the session's lock for 500ms after ending, as for
-// a pre-2.5 broker: the first delivery after a new group's first
-// assignment waited for it (issue 10). The offset is one already committed
-// (see the end of the function for why never -1).
-func keepOneOffset(req *kmsg.TxnOffsetCommitRequest, committedBefore map[string]map[int32]kgo.EpochOffset) {
-	for topic, ps := range committedBefore {
-		for part, o := range ps {
-			addOffset(req, topic, part, o)
-			return
+// that carries none: one the session has committed, else one of the
+// assignment's fetched commits (-1 where the group has none). Without
+// either (no offset fetched yet: a transaction of parking ops alone) it
+// adds nothing, and the transaction pays franz-go's 500ms wait (see
+// fetched.go).
+func keepOneOffset(req *kmsg.TxnOffsetCommitRequest, committedBefore map[string]map[int32]kgo.EpochOffset, fetched groupCommits) {
+	for _, known := range []map[string]map[int32]kgo.EpochOffset{committedBefore, fetched} {
+		for topic, ps := range known {
+			for part, o := range ps {
+				addOffset(req, topic, part, o)
+				return
+			}
 		}
 	}
-	// No -1 for a barrier's parking partition: a client that has committed
-	// nothing yet (a restarted process) does not know whether the group
-	// has, and -1 over a committed offset moved it backwards (fault suite
-	// on Kafka: orders.parking/4 5 → -1). Such a transaction pays
-	// franz-go's 500ms wait instead.
 }
 
 // addOffset adds partition part of topic at o to req.

@@ -31,6 +31,7 @@ func TestOffsetsHook(t *testing.T) {
 		session     map[string]map[int32]int64 // what the session lists
 		offsets     map[string]map[int32]kgo.EpochOffset
 		committed   map[string]map[int32]kgo.EpochOffset
+		fetched     groupCommits
 		barriers    []*shard
 		want        map[string]map[int32]int64
 		wantUnknown int
@@ -55,9 +56,28 @@ func TestOffsetsHook(t *testing.T) {
 			want:      map[string]map[int32]int64{"orders": {0: 5}},
 		},
 		{
-			name:     "a barrier with no committed offset known: none, never -1 over a commit the client has not read",
+			name:     "a barrier before the assignment's offsets are fetched: none, never -1 over a commit the client has not read",
 			barriers: []*shard{barrier},
 			want:     map[string]map[int32]int64{},
+		},
+		{
+			name:     "a new group's barrier: the fetched no-commit (-1) of a partition",
+			barriers: []*shard{barrier},
+			fetched:  groupCommits{"orders.parking": {2: eo(-1)}},
+			want:     map[string]map[int32]int64{"orders.parking": {2: -1}},
+		},
+		{
+			name:     "a restarted group's barrier: a fetched commit as the group has it",
+			barriers: []*shard{barrier},
+			fetched:  groupCommits{"orders.parking": {4: eo(5)}},
+			want:     map[string]map[int32]int64{"orders.parking": {4: 5}},
+		},
+		{
+			name:      "the session's own commit before the fetched one",
+			barriers:  []*shard{barrier},
+			committed: map[string]map[int32]kgo.EpochOffset{"orders": {0: eo(7)}},
+			fetched:   groupCommits{"orders": {0: eo(3)}},
+			want:      map[string]map[int32]int64{"orders": {0: 7}},
 		},
 		{
 			name: "nothing to say",
@@ -71,9 +91,9 @@ func TestOffsetsHook(t *testing.T) {
 					addOffset(req, topic, p, eo(o))
 				}
 			}
-			tx := &txn{offsets: tt.offsets, barriers: tt.barriers}
+			tx := &txn{offsets: tt.offsets, barriers: tt.barriers, fetched: tt.fetched}
 			var unknown []string
-			if err := offsetsHook(tx, tt.committed, "orders.parking", &unknown)(req); err != nil {
+			if err := offsetsHook(tx, tt.committed, &unknown)(req); err != nil {
 				t.Fatal(err)
 			}
 			got := offsetsOf(req)

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file keeps the group's commits as the assignment's OffsetFetch
+// answered them, for the one offset that changes nothing (keepOneOffset).
+//
+// franz-go reads KIP-447 support off a transaction's TxnOffsetCommit
+// response. A transaction that commits no offset, such as the barrier
+// written when partitions are assigned (parking.go), holds the session
+// for 500ms after End as for a pre-2.5 broker, and the first delivery
+// after a join waited for it (issue 10). Such a transaction must commit an
+// offset the group already has: the session's own commits, or the
+// assignment's fetched ones, where -1 stands for "no commit". Before the
+// OffsetFetch answers neither is known, and an offset written then may
+// move a commit backwards (the fault suite on Kafka saw orders.parking/4
+// go from 5 to -1), so the barrier waits for the answer. The fetch reads
+// stable offsets (kgo.RequireStableFetchOffsets, KIP-447): no transaction
+// of an earlier owner is pending on them.
+
+// groupCommits are the group's committed offsets per partition as the
+// assignment's OffsetFetch answered them; Offset -1 is no commit.
+type groupCommits map[string]map[int32]kgo.EpochOffset
+
+// offsetsFetched is the group client's kgo.OnOffsetsFetched: it keeps the
+// answer's commits and lets a waiting barrier be written.
+func (e *Engine) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	commits := e.readCommits(ctx, cl, resp)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fetched = commits
+	for _, sh := range e.shards {
+		if sh.barrierPending {
+			e.barrierDue = true
+			e.wake()
+			break
+		}
+	}
+	return nil
+}
+
+// readCommits reads the partitions an OffsetFetch answered without error.
+// Version 10 names topics by ID only; their names come from a metadata
+// request (a topic it cannot name is left out).
+func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) groupCommits {
+	commits := groupCommits{}
+	add := func(topic string, p int32, offset int64, epoch int32, code int16) {
+		if topic == "" || kerr.ErrorForCode(code) != nil {
+			return
+		}
+		if commits[topic] == nil {
+			commits[topic] = map[int32]kgo.EpochOffset{}
+		}
+		if offset < 0 {
+			offset, epoch = -1, -1
+		}
+		commits[topic][p] = kgo.EpochOffset{Epoch: epoch, Offset: offset}
+	}
+	for _, t := range resp.Topics { // v0-v7
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
+		}
+	}
+	var names map[[16]byte]string
+	for _, g := range resp.Groups { // v8+
+		if kerr.ErrorForCode(g.ErrorCode) != nil {
+			continue
+		}
+		for _, t := range g.Topics {
+			topic := t.Topic
+			if topic == "" {
+				if names == nil {
+					names = e.topicNames(ctx, cl)
+				}
+				topic = names[t.TopicID]
+			}
+			for _, p := range t.Partitions {
+				add(topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
+			}
+		}
+	}
+	return commits
+}
+
+// topicNames maps the IDs of the topics the group consumes to their names;
+// empty when the metadata request fails.
+func (e *Engine) topicNames(ctx context.Context, cl *kgo.Client) map[[16]byte]string {
+	topics := []string{e.plan.Source}
+	for _, t := range e.plan.Tiers {
+		topics = append(topics, t.Topic)
+	}
+	if e.parking() {
+		topics = append(topics, e.opts.ParkingTopic)
+	}
+	names := map[[16]byte]string{}
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		return names
+	}
+	for _, d := range details {
+		names[[16]byte(d.ID)] = d.Topic
+	}
+	return names
+}
