@@ -88,8 +88,10 @@ func (g *guard) observe(now time.Time, o Outcome) bool {
 
 // report logs the line that says what tripped the guard and how to resume.
 func (g *guard) report(o Outcome, b *breaker) {
+	// The examples are records that were dead-lettered, newest first:
+	// the one that tripped the guard (the newest) is held, not in the DLQ.
 	var ids []string
-	for i := len(g.q) - 1; i >= 0 && len(ids) < examples; i-- {
+	for i := len(g.q) - 2; i >= 0 && len(ids) < examples; i-- {
 		if g.q[i].answer == o.Answer {
 			ids = append(ids, g.q[i].id)
 		}
@@ -98,7 +100,7 @@ func (g *guard) report(o Outcome, b *breaker) {
 	g.log.Error("guard: the same permanent answer for many records of many keys; delivery stopped, nothing more is dead-lettered with this answer",
 		"reason", ReasonSystemic, "status", o.Answer, "records", n, "dead_lettered", n-1, "keys", len(g.keys[o.Answer]),
 		"share", float64(n)/float64(len(g.q)), "window", g.cfg.Window.String(), "example_ids", strings.Join(ids, " "),
-		"example", o.Message,
+		"example", o.Message, "held_id", o.ID,
 		"resume", "fix the app or app.url; kretry probes after "+b.cfg.Wait.String()+", doubling up to "+b.cfg.MaxWait.String()+", and resumes by itself when a probe succeeds")
 }
 
