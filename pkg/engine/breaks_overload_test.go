@@ -5,7 +5,9 @@ package engine
 // runs on both brokers (see main_test.go).
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/flow"
+	"github.com/kretry/kretry/retrytopics"
 )
 
 // TestBreakRestartsDuringAnOutageDeadLetterNothing: the app answers 503
@@ -140,5 +144,177 @@ func TestBreakFlappingAppDeadLettersNothing(t *testing.T) {
 	}
 	if n := s.Opened[overload.ReasonDependency]; n > 30 {
 		t.Errorf("the breaker opened %d times in 30s of flapping, want at most 30", n)
+	}
+}
+
+// TestBreakPoisonDuringAnOutage: one key fails for good — 422, or 503 on
+// every attempt — while the dependency is down (503 for everything else)
+// for longer than the tier chain, with fresh records arriving. After the
+// app returns, the poison key's records are in the DLQ (permanent, or
+// exhausted), every healthy record is acknowledged, and nothing else was
+// dead-lettered (issue 11: genuine poison still dead-lettered; an outage
+// dead-letters nothing).
+func TestBreakPoisonDuringAnOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		poison error
+		class  string
+	}{
+		{"422", &delivery.StatusError{Status: 422, Body: "bad order"}, "permanent"},
+		{"503 for ever", &delivery.StatusError{Status: 503, Body: "this key never works"}, "exhausted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPoisonDuringAnOutage(t, tc.poison, tc.class) })
+	}
+}
+
+func testPoisonDuringAnOutage(t *testing.T, poison error, class string) {
+	e := newEnv(t, 3, 300*time.Millisecond, 600*time.Millisecond)
+	var down atomic.Bool
+	down.Store(true)
+	e.app.setAnswer(func(m *delivery.Message) error {
+		switch {
+		case string(m.Key) == "poison":
+			return poison
+		case down.Load():
+			return &delivery.StatusError{Status: 503, Body: "unavailable"}
+		}
+		return nil
+	})
+	o, g, _ := e.defaultGate(e.app)
+	eng, _ := e.start(o)
+	<-eng.Joined()
+	healthy, poisoned := 0, 0
+	produce := func(n int) {
+		var recs []*kgo.Record
+		for i := range n {
+			r := rec(fmt.Sprintf("k%d", healthy), "v")
+			if i%10 == 0 {
+				r.Key = []byte("poison")
+				poisoned++
+			} else {
+				healthy++
+			}
+			r.Partition = 0 // the poison key's records on one partition, in order
+			if i%10 != 0 {
+				r.Partition = int32(i % 3)
+			}
+			recs = append(recs, r)
+		}
+		e.produce(recs...)
+	}
+	start := time.Now()
+	for time.Since(start) < 4*time.Second { // twice the tier chain and its probe waits
+		produce(20)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if s := g.Snapshot(time.Now()); s.Opened[overload.ReasonDependency] == 0 {
+		t.Fatalf("the breaker never opened during the outage: %+v", s)
+	}
+	down.Store(false)
+	deadLettered := func() int64 { return eng.Stats().Exhausted.Load() + eng.Stats().Permanent.Load() }
+	deadline := time.Now().Add(60 * time.Second)
+	for (e.app.numAcked() < healthy || deadLettered() < int64(poisoned)) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e.app.numAcked() != healthy {
+		t.Errorf("%d of %d healthy records acknowledged", e.app.numAcked(), healthy)
+	}
+	dlq := e.readAll(e.plan.DLQ)
+	other := 0
+	for _, r := range dlq {
+		cls, _ := header(r, "kretry-error-class")
+		if string(r.Key) != "poison" || cls != class {
+			other++
+			t.Errorf("DLQ holds %s/%s (class %q): only the poison key's records belong there, as %s", r.Key, r.Value, cls, class)
+		}
+	}
+	if len(dlq)-other != poisoned {
+		t.Errorf("the DLQ holds %d of the poison key's %d records", len(dlq)-other, poisoned)
+	}
+	t.Logf("%d healthy records, %d poison; DLQ %d; gate %+v", healthy, poisoned, len(dlq), g.Snapshot(time.Now()))
+}
+
+// TestBreakExpiryWhileHeld: records of 30 keys arrive while the app
+// answers 503; the breaker opens and holds them (or they wait in the
+// tier); max_age (2s) passes during the outage. Each expires as
+// documented — dead-lettered as "expired", or dropped and committed — and
+// is counted in the gate's Expired; none is delivered after it expired,
+// none is dead-lettered as exhausted, with ordering key (parking) in play.
+func TestBreakExpiryWhileHeld(t *testing.T) {
+	for _, action := range []string{OnExpiredDeadLetter, OnExpiredDrop} {
+		t.Run(action, func(t *testing.T) {
+			e := newEnv(t, 3, 300*time.Millisecond)
+			var down atomic.Bool
+			down.Store(true)
+			e.app.setAnswer(func(*delivery.Message) error {
+				if down.Load() {
+					return &delivery.StatusError{Status: 503, Body: "unavailable"}
+				}
+				return nil
+			})
+			o, g, logs := e.gated(e.app, true)
+			o.Ordering, o.ParkingTopic = flow.OrderingKey, retrytopics.ParkingTopic(e.plan.Source)
+			o.MaxAge, o.OnExpired = 2*time.Second, action
+			const n = 30
+			e.produce(keyed(n, 3)...)
+			produced := time.Now()
+			eng, _ := e.start(o)
+			eventually(t, "the breaker open", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonDependency] > 0 })
+			waitLong(t, time.Minute, "every record expired", func() bool { return g.Snapshot(time.Now()).Expired[action] == n })
+			down.Store(false)
+			e.app.mu.Lock()
+			calls := slices.Clone(e.app.calls)
+			e.app.mu.Unlock()
+			for _, c := range calls {
+				if c.at.Sub(produced) > 2*time.Second+500*time.Millisecond {
+					t.Errorf("%s delivered %v after it was produced, past max_age 2s", c.msg.ID, c.at.Sub(produced))
+				}
+			}
+			if ex := eng.Stats().Exhausted.Load(); ex != 0 {
+				t.Errorf("%d records dead-lettered as exhausted", ex)
+			}
+			waitLong(t, time.Minute, "every record committed", func() bool {
+				off, err := e.adm.FetchOffsets(context.Background(), e.group())
+				if err != nil {
+					return false
+				}
+				var sum int64
+				for p := range int32(3) {
+					if c, ok := off.Lookup(e.plan.Source, p); ok {
+						sum += c.At
+					}
+				}
+				return sum == n
+			})
+			dlq := e.readAll(e.plan.DLQ)
+			want := n
+			if action == OnExpiredDrop {
+				want = 0
+			}
+			if len(dlq) != want {
+				t.Errorf("the DLQ holds %d records, want %d (on_expired %s)", len(dlq), want, action)
+			}
+			for _, r := range dlq {
+				if cls, _ := header(r, retrytopics.HeaderErrorClass); cls != "expired" {
+					t.Errorf("DLQ record %s: class %q, want expired", r.Value, cls)
+				}
+			}
+			if !strings.Contains(logs.String(), "records older than max_age are not delivered") {
+				t.Errorf("no expiry line in the log")
+			}
+		})
+	}
+}
+
+// waitLong is eventually with a bound of its own, for waits that include
+// transactions on a loaded Kafka broker.
+func waitLong(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", bound, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
