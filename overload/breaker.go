@@ -91,9 +91,14 @@ type breaker struct {
 	recovering bool
 	trial      int
 
-	// weak: this outage opened on retries alone and no first attempt
-	// failed as a probe since (see Spend).
-	weak bool
+	// weak counts the lost probe rounds in a row in which no fresh
+	// record (a first attempt not held before) failed, freshFailed whether
+	// one did in this round (see closeQuiet); quiet: closed by
+	// closeQuiet, and no first attempt delivered since, so retries alone
+	// do not open the breaker.
+	weak        int
+	freshFailed bool
+	quiet       bool
 
 	// proven: a delivery succeeded since the gate was built (see
 	// Outcome.Last).
@@ -103,8 +108,8 @@ type breaker struct {
 	opened map[Reason]int64
 }
 
-// weakRounds is how many probe rounds a weak outage loses before its
-// failed probes spend attempts that dead-letter (see Spend).
+// weakRounds is how many lost probe rounds in a row without a fresh
+// record failing close the breaker (see closeQuiet).
 const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
@@ -124,6 +129,7 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	b.recovered()
 	b.sinceFirstOK++
 	if !retry {
+		b.quiet = false
 		if o.Class == OK {
 			b.sinceFirstOK = 0
 		}
@@ -131,7 +137,7 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 		return o.Class == Transient && b.first.tripped()
 	}
 	b.retry.add(o)
-	return o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
+	return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
 }
 
 // Hysteresis. A breaker that closes because its probes succeeded and
@@ -180,7 +186,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 		if now.Before(b.until) {
 			return false, false
 		}
-		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
+		b.state, b.out, b.ok, b.bad, b.freshFailed = Probing, 0, 0, 0, false
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -221,7 +227,7 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
+	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, 0
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -264,25 +270,28 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	need := b.cfg.Probes/2 + 1
 	if failed {
 		if !t.retry && !o.Again {
-			b.weak = false // a fresh record fails too: an outage
-		}
-		v := Probe
-		if b.weak && b.rounds >= weakRounds {
-			v = Spend
+			b.freshFailed = true // a fresh record fails too: an outage
 		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
-			return v // the round is not lost yet
+			return Probe // the round is not lost yet
+		}
+		b.rounds++
+		if b.weak++; b.freshFailed {
+			b.weak = 0
+		}
+		if b.weak >= weakRounds && b.reason == ReasonDependency {
+			b.closeQuiet(now, o)
+			return Spend
 		}
 		// Every lost round doubles the wait, also one lost only to
 		// records that failed before (held records, retries: weak
 		// evidence, the only records there are when the source is quiet);
 		// at the same wait they would be probed every second forever.
-		b.rounds++
 		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
-			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "retries_only", b.weak)
-		return v
+			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "fresh_failed", b.freshFailed)
+		return Probe
 	}
 	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
@@ -291,6 +300,26 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		b.resetWindow()
 	}
 	return Count
+}
+
+// closeQuiet closes a dependency outage that lost weakRounds probe
+// rounds in a row in which no fresh record failed. The engine probes with
+// a fresh record when it has one; without one the source is quiet: only
+// records that failed before are delivered, and nothing tells an outage
+// from records failing on their own (a poison answering 503 forever on
+// several keys). Held, such records would stay forever, /readyz at 503,
+// never in the DLQ (a newcomer's `kretry demo`: keys held for 13 minutes,
+// or past its deadline). So the breaker stops holding them: they walk
+// their tiers and reach the DLQ as any failing record does, and retries
+// alone cannot open it again until a first attempt is delivered (quiet);
+// fresh records failing then open it as an outage. The guard's outage
+// (systemic) is never closed so: its held records are its evidence, and
+// they would all be dead-lettered at once.
+func (b *breaker) closeQuiet(now time.Time, o Outcome) {
+	b.log.Warn("breaker closed: only records that failed before are failing and no fresh record arrived to tell an outage; they walk their tiers as usual and may reach the DLQ; a fresh record failing opens the breaker again",
+		"reason", b.reason, "open_for", now.Sub(b.since).Round(time.Millisecond).String(), "rounds", b.rounds, "held", b.held, "seen", o.Answer, "example", o.Message)
+	b.state, b.quiet = Closed, true
+	b.resetWindow()
 }
 
 // grow widens the slow start after a success.

@@ -1,75 +1,170 @@
 package overload
 
 import (
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"fmt"
 )
 
-// TestQuietSourceRetriesSpendAttempts: the source is quiet and a few
-// records on their last tier fail transiently forever (a poison that
-// answers 503). Their failures alone open the breaker (retries only); its
-// probes hold them while weakRounds rounds are lost, then spend their
-// attempts (Spend), so they reach the DLQ as exhausted instead of being
-// held forever (the newcomer's demo: 8 such keys held for 13 minutes).
-// A fresh record failing as a probe is an outage: then nothing is spent.
-func TestQuietSourceRetriesSpendAttempts(t *testing.T) {
-	for _, fresh := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fresh probe %v", fresh), func(t *testing.T) {
+// TestQuietSourceClosesTheBreaker: a few records fail transiently forever
+// (a poison that answers 503 on several keys) and the source is quiet.
+// Their failures open the breaker; its probes hold them while weakRounds
+// rounds in a row are lost with no fresh record failing, then the breaker
+// closes (the last failed probe's attempt counts: Spend) and the records
+// walk their tiers to the DLQ as exhausted instead of being held forever
+// (the newcomer's demo: keys held past its deadline). Retries alone do not
+// open it again; fresh records failing do. A fresh record failing as a
+// probe is an outage: the count starts over, and while one fails in every
+// round the breaker stays open and spends nothing.
+func TestQuietSourceClosesTheBreaker(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		openByRetries bool
+		fresh         func(round int) bool // a fresh record probes first in this round
+		closeAfter    int                  // rounds; 0 never
+	}{
+		{"opened by retries, only held records probed", true, func(int) bool { return false }, weakRounds},
+		{"opened by fresh records, then only held records probed", false, func(int) bool { return false }, weakRounds},
+		{"a fresh record fails in the first round", true, func(r int) bool { return r == 0 }, weakRounds + 1},
+		{"a fresh record fails in every round", true, func(int) bool { return true }, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				g, _ := newTestGate(t, Config{MaxInFlight: 4,
 					Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}})
 				unavailable := func(i int) Outcome {
-					k := fmt.Sprint("k", i%8)
-					return Outcome{Class: Transient, Key: k, ID: fmt.Sprint("orders/0/", i), Answer: "503", Message: "status 503"}
+					return Outcome{Class: Transient, Key: fmt.Sprint("k", i%8), ID: fmt.Sprint("orders/0/", i), Answer: "503", Message: "status 503"}
 				}
-				for i := 0; g.Snapshot(time.Now()).State == Closed; i++ {
+				state := func() State { return g.Snapshot(time.Now()).State }
+				for i := 0; state() == Closed; i++ {
 					if i == 200 {
-						t.Fatal("retries failing alone on a quiet source did not open the breaker")
+						t.Fatal("failures did not open the breaker")
 					}
-					tk, ok := g.Admit(time.Now(), true, 0)
+					tk, ok := g.Admit(time.Now(), tt.openByRetries, 0)
 					if !ok {
 						t.Fatalf("delivery %d not admitted while closed", i)
 					}
 					g.Done(time.Now(), tk, unavailable(i))
 				}
-				var verdicts [][]Verdict // per probe round
-				for round := 0; len(verdicts) < weakRounds+3; {
-					w, _ := g.Wake(time.Now())
-					time.Sleep(time.Until(w))
-					if !g.Probing(time.Now()) {
-						continue
+				rounds := probeRounds(t, g, weakRounds+3, func(round, i int) bool { return !(tt.fresh(round) && i == 0) }, unavailable)
+				if tt.closeAfter == 0 {
+					if state() == Closed {
+						t.Fatalf("a fresh record failed in every round, yet the breaker closed after rounds %v", rounds)
 					}
-					var vs []Verdict
-					for g.Snapshot(time.Now()).State == Probing {
-						// The first probe of the first round is a fresh
-						// record when fresh: it fails too.
-						retry := !(fresh && round == 0 && len(vs) == 0)
-						tk, ok := g.Admit(time.Now(), retry, 0)
-						if !ok {
-							break
+					for r, vs := range rounds {
+						for _, v := range vs {
+							if v != Probe {
+								t.Errorf("probe round %d: verdicts %v, want all %v (an outage spends nothing)", r+1, vs, Probe)
+							}
 						}
-						o := unavailable(len(vs))
-						o.Again = retry
-						vs = append(vs, g.Done(time.Now(), tk, o))
 					}
-					verdicts = append(verdicts, vs)
-					round++
+					return
 				}
-				for r, vs := range verdicts {
-					want := Probe
-					if !fresh && r >= weakRounds {
-						want = Spend
-					}
-					for _, v := range vs {
+				if len(rounds) != tt.closeAfter || state() != Closed {
+					t.Fatalf("after rounds %v the breaker is %v, want closed after %d lost rounds", rounds, state(), tt.closeAfter)
+				}
+				for r, vs := range rounds {
+					for i, v := range vs {
+						want := Probe
+						if r == tt.closeAfter-1 && i == len(vs)-1 {
+							want = Spend
+						}
 						if v != want {
-							t.Errorf("probe round %d: verdicts %v, want all %v", r+1, vs, want)
-							break
+							t.Errorf("probe round %d: verdicts %v, want %v at %d", r+1, vs, want, i)
 						}
 					}
+				}
+				// Retries alone do not open it again: they walk their tiers.
+				for i := range 200 {
+					tk, ok := g.Admit(time.Now(), true, 0)
+					if !ok {
+						t.Fatalf("retry %d not admitted after the quiet close", i)
+					}
+					if v := g.Done(time.Now(), tk, unavailable(i)); v != Count || state() != Closed {
+						t.Fatalf("retry %d after the quiet close: verdict %v, breaker %v; want Count, closed", i, v, state())
+					}
+				}
+				// Fresh records failing across keys still open it.
+				for i := 0; state() == Closed; i++ {
+					if i == 200 {
+						t.Fatal("fresh records failing after the quiet close did not open the breaker")
+					}
+					tk, ok := g.Admit(time.Now(), false, 0)
+					if !ok {
+						t.Fatalf("first attempt %d not admitted while closed", i)
+					}
+					g.Done(time.Now(), tk, unavailable(i))
 				}
 			})
 		})
 	}
+}
+
+// probeRounds runs up to n probe rounds of failing probes, until the
+// breaker closes, and returns each round's verdicts; retry says whether
+// probe i of a round is a held retry (else a fresh record).
+func probeRounds(t *testing.T, g *Gate, n int, retry func(round, i int) bool, fail func(int) Outcome) [][]Verdict {
+	t.Helper()
+	var rounds [][]Verdict
+	for len(rounds) < n && g.Snapshot(time.Now()).State != Closed {
+		w, _ := g.Wake(time.Now())
+		time.Sleep(time.Until(w))
+		if !g.Probing(time.Now()) {
+			continue
+		}
+		var vs []Verdict
+		for len(vs) < 3 { // a round's probes
+			r := retry(len(rounds), len(vs))
+			tk, ok := g.Admit(time.Now(), r, 0)
+			if !ok {
+				break
+			}
+			o := fail(len(vs))
+			o.Again = r
+			vs = append(vs, g.Done(time.Now(), tk, o))
+			if g.Snapshot(time.Now()).State != Probing { // the round is decided
+				break
+			}
+		}
+		if len(vs) == 0 {
+			t.Fatalf("probe round %d admitted no probe", len(rounds)+1)
+		}
+		rounds = append(rounds, vs)
+	}
+	return rounds
+}
+
+// TestQuietSourceKeepsTheGuardOpen: the guard's outage (the same
+// permanent answer for many records) is never closed for want of fresh
+// records: its held records are its evidence, and closing would
+// dead-letter them all at once.
+func TestQuietSourceKeepsTheGuardOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{MaxInFlight: 4,
+			Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3},
+			Guard:   GuardConfig{Enabled: true, MaxDeadLetters: 5, Window: time.Minute, Share: 0.5}})
+		notFound := func(i int) Outcome {
+			return Outcome{Class: Permanent, Key: fmt.Sprint("k", i), ID: fmt.Sprint("orders/0/", i), Answer: "404", Message: "status 404"}
+		}
+		for i := 0; g.Snapshot(time.Now()).State == Closed; i++ {
+			if i == 50 {
+				t.Fatal("404 for every record did not trip the guard")
+			}
+			tk, _ := g.Admit(time.Now(), false, 0)
+			g.Done(time.Now(), tk, notFound(i))
+		}
+		rounds := probeRounds(t, g, weakRounds+3, func(int, int) bool { return true }, notFound)
+		if s := g.Snapshot(time.Now()); s.State == Closed {
+			t.Fatalf("the guard's outage closed after rounds %v with only held records probed", rounds)
+		}
+		for r, vs := range rounds {
+			for _, v := range vs {
+				if v == Spend || v == Count {
+					t.Errorf("probe round %d: verdicts %v: a held record's attempt counted", r+1, vs)
+				}
+			}
+		}
+	})
 }

@@ -153,9 +153,12 @@ type Engine struct {
 	// at once rather than at the next CommitInterval.
 	barrierDue bool
 	// fetched are the group's commits as this assignment's OffsetFetch
-	// answered them; nil until it answers, and the barrier waits for it
-	// (see fetched.go).
-	fetched groupCommits
+	// answered them; nil until it answers. The barrier waits for it, at
+	// most offsetsFetchWait (fetchWaited; see fetched.go); assignments
+	// counts the assignments, for that timer.
+	fetched     groupCommits
+	fetchWaited bool
+	assignments int
 	// pauseQueue are the queues whose pause changed since applyPauses ran;
 	// droppedResume the partitions the client has paused whose shards a
 	// reset dropped.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +25,34 @@ import (
 // go from 5 to -1), so the barrier waits for the answer. The fetch reads
 // stable offsets (kgo.RequireStableFetchOffsets, KIP-447): no transaction
 // of an earlier owner is pending on them.
+//
+// The wait is bounded by offsetsFetchWait. A crashed predecessor's open
+// transaction with offsets keeps the fetch unanswered (UNSTABLE_OFFSET_
+// COMMIT) until it is aborted, and it is aborted at once only when our
+// producer's InitProducerID fences it, which our first transaction (the
+// barrier) sends; without the bound the restart would wait for the
+// transaction timeout instead. Past the bound the barrier is written
+// without a known offset and pays the 500ms.
+
+// offsetsFetchWait bounds the barrier's wait for the assignment's
+// OffsetFetch (a few milliseconds when nothing is pending).
+const offsetsFetchWait = 100 * time.Millisecond
+
+// waitForOffsets starts an assignment's wait for its OffsetFetch; e.mu
+// is held.
+func (e *Engine) waitForOffsets() {
+	e.fetched, e.fetchWaited = nil, false
+	e.assignments++
+	n := e.assignments
+	time.AfterFunc(offsetsFetchWait, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if n == e.assignments && e.fetched == nil {
+			e.fetchWaited, e.barrierDue = true, true
+			e.wake()
+		}
+	})
+}
 
 // groupCommits are the group's committed offsets per partition as the
 // assignment's OffsetFetch answered them; Offset -1 is no commit.

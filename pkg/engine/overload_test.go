@@ -326,10 +326,15 @@ func TestBurstOfFailuresRecovers(t *testing.T) {
 		t.Errorf("the DLQ has end offset %d after a burst of records failing once", n)
 	}
 	s := g.Snapshot(time.Now())
-	// 10+10+20+40+80+160 failures open it 6 times at most; 2 to spare for
-	// the failures of deliveries in flight when it opens.
-	if n := s.Opened[overload.ReasonDependency]; n > 8 {
-		t.Errorf("the breaker opened %d times for one block of 300 records failing once, want at most 8", n)
+	// Within one episode 10+10+20+40+80+160 failures open it 6 times at
+	// most. Healthy traffic between the block's retries can end an
+	// episode (the breaker stayed closed through a whole window), and the
+	// next opening needs a small window again: measured 5 openings alone,
+	// 11 on Kafka on a loaded machine; without hysteresis 23 to 26 (300
+	// failures, at least 10 per opening: up to 30). 15 keeps the test
+	// failing without hysteresis.
+	if n := s.Opened[overload.ReasonDependency]; n > 15 {
+		t.Errorf("the breaker opened %d times for one block of 300 records failing once, want at most 15", n)
 	}
 	t.Logf("%d records; the breaker opened %d times, held %d failed deliveries; now %v", total, s.Opened[overload.ReasonDependency], s.Held, s.State)
 }

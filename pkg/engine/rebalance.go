@@ -13,7 +13,7 @@ func (e *Engine) assigned(m map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.log.Info("partitions assigned", "partitions", m)
-	e.fetched = nil // until this assignment's OffsetFetch answers
+	e.waitForOffsets()
 	for _, p := range m[e.plan.Source] {
 		e.shardFor(p)
 	}

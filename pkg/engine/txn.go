@@ -52,7 +52,7 @@ func (e *Engine) prepare() *txn {
 	tx.after = append(tx.after, e.looseAfter...)
 	e.loose, e.looseAfter = nil, nil
 	for _, sh := range e.shards {
-		if sh.barrierPending && e.fetched != nil { // see fetched.go
+		if sh.barrierPending && (e.fetched != nil || e.fetchWaited) { // see fetched.go
 			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
 			tx.barriers = append(tx.barriers, sh)
 		}
