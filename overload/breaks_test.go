@@ -1,6 +1,11 @@
 package overload
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestExhaustedBeforeAnySuccessOpens (breaker pass, issue 11): a gate that
 // has seen no success yet (a process restarted during an outage) opens at
@@ -27,5 +32,42 @@ func TestExhaustedBeforeAnySuccessOpens(t *testing.T) {
 	}
 	if s := g.Snapshot(t0); s.State != Closed {
 		t.Errorf("gate %+v, want closed", s)
+	}
+}
+
+// TestGuardAfterHealthyTraffic (breaker pass, issue 11; found by the
+// newcomer walk): after a minute of healthy traffic the app starts
+// answering 404 to everything (a deploy that moved its route). The guard
+// must stop after max_dead_letters, not once 404s are 90% of the whole
+// window's deliveries (2700 after 300 successes).
+func TestGuardAfterHealthyTraffic(t *testing.T) {
+	guard := GuardConfig{Enabled: true, MaxDeadLetters: 5, Window: time.Minute, Share: 0.9}
+	g, log := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+	at := t0
+	for i := range 300 {
+		at = at.Add(100 * time.Millisecond)
+		if v := deliver(t, g, at, false, success(fmt.Sprint("ok", i))); v != Count {
+			t.Fatalf("success %d: %v", i, v)
+		}
+	}
+	counted := 0
+	for i := range 100 {
+		at = at.Add(10 * time.Millisecond)
+		tk, ok := g.Admit(at, false, 0)
+		if !ok {
+			break
+		}
+		if g.Done(at, tk, notFound(fmt.Sprint("k", i))) == Count {
+			counted++
+		}
+	}
+	if counted != 5 {
+		t.Errorf("%d records dead-lettered after healthy traffic, want 5 (max_dead_letters)", counted)
+	}
+	if s := g.Snapshot(at); s.State != Open || s.Reason != ReasonSystemic {
+		t.Errorf("gate %+v, want open, systemic", s)
+	}
+	if !strings.Contains(log.String(), "dead_lettered=5") {
+		t.Errorf("guard line:\n%s\nwant dead_lettered=5", log.String())
 	}
 }

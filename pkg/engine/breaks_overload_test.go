@@ -318,3 +318,46 @@ func waitLong(t *testing.T, bound time.Duration, what string, cond func() bool) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestBreakGuardAfterHealthyTraffic (found by the newcomer walk): 300
+// records are acknowledged, then the app answers 404 to everything (a
+// deploy moved its route). At most guard.max_dead_letters (5 here) of the
+// next 300 records, of 50 keys, reach the DLQ, the guard's line says so,
+// and once the app is fixed every other record is delivered.
+func TestBreakGuardAfterHealthyTraffic(t *testing.T) {
+	e := newEnv(t, 3, time.Hour)
+	var broken atomic.Bool
+	e.app.setAnswer(func(*delivery.Message) error {
+		if broken.Load() {
+			return &delivery.StatusError{Status: 404, Body: "no such route"}
+		}
+		return nil
+	})
+	o, g, logs := e.gated(e.app, true)
+	eng, _ := e.start(o)
+	<-eng.Joined()
+	produce := func(prefix string, n int) {
+		var recs []*kgo.Record
+		for i := range n {
+			r := rec(fmt.Sprintf("%s%d", prefix, i%50), "v")
+			r.Partition = int32(i % 3)
+			recs = append(recs, r)
+		}
+		e.produce(recs...)
+	}
+	produce("healthy-", 300)
+	eventually(t, "300 records acknowledged", func() bool { return e.app.numAcked() == 300 })
+	broken.Store(true)
+	produce("after-", 300)
+	eventually(t, "the guard tripped", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonSystemic] > 0 })
+	broken.Store(false)
+	waitLong(t, time.Minute, "every record acknowledged or dead-lettered", func() bool {
+		return e.app.numAcked()+int(eng.Stats().Permanent.Load()) == 600
+	})
+	if dl := eng.Stats().Permanent.Load(); dl > 5 {
+		t.Errorf("%d records dead-lettered after healthy traffic, want at most 5 (max_dead_letters)", dl)
+	}
+	if !strings.Contains(logs.String(), "guard: the same permanent answer") {
+		t.Errorf("no guard line in the log")
+	}
+}
