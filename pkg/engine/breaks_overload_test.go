@@ -361,3 +361,55 @@ func TestBreakGuardAfterHealthyTraffic(t *testing.T) {
 		t.Errorf("no guard line in the log")
 	}
 }
+
+// TestBreakHangingAndThrottlingApp: for 4s the app either hangs past the
+// delivery timeout (2s) or answers 429 with Retry-After: 1s, to every
+// record, with short tiers (300ms, 600ms: the chain is shorter than the
+// trouble). Nothing is dead-lettered, the deliveries stay bounded (no
+// retry storm: at most 3 per record on average) and so do the openings;
+// after the trouble every record is acknowledged.
+func TestBreakHangingAndThrottlingApp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trouble func(ctx context.Context) error
+	}{
+		{"hang past the timeout", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+		{"429 Retry-After 1s", func(context.Context) error {
+			return &delivery.StatusError{Status: 429, RetryAfter: time.Second, Body: "slow down"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 3, 300*time.Millisecond, 600*time.Millisecond)
+			start := time.Now()
+			o, g, _ := e.gated(deliverFunc(func(ctx context.Context, m *delivery.Message) error {
+				if time.Since(start) < 4*time.Second {
+					return tc.trouble(ctx)
+				}
+				return e.app.Deliver(ctx, m)
+			}), true)
+			const n = 60
+			e.produce(keyed(n, 3)...)
+			eng, _ := e.start(o)
+			waitLong(t, time.Minute, "every record acknowledged or dead-lettered", func() bool {
+				return e.app.numAcked()+int(eng.Stats().Exhausted.Load()+eng.Stats().Permanent.Load()) == n
+			})
+			s := g.Snapshot(time.Now())
+			t.Logf("%d deliveries acknowledged after the trouble, %d failed; breaker opened %d times, held %d",
+				e.app.numCalls(), eng.Stats().Failed.Load(), s.Opened[overload.ReasonDependency], s.Held)
+			if d := eng.Stats().Exhausted.Load() + eng.Stats().Permanent.Load(); d != 0 {
+				t.Errorf("%d records dead-lettered by an app that %s for 4s", d, tc.name)
+			}
+			if f := eng.Stats().Failed.Load(); f > 2*n {
+				t.Errorf("%d failed deliveries for %d records in 4s of trouble: a retry storm", f, n)
+			}
+			if k := s.Opened[overload.ReasonDependency]; k == 0 || k > 10 {
+				t.Errorf("the breaker opened %d times, want 1 to 10", k)
+			}
+		})
+	}
+}
+
+// deliverFunc adapts a function to delivery.Deliverer.
+type deliverFunc func(context.Context, *delivery.Message) error
+
+func (f deliverFunc) Deliver(ctx context.Context, m *delivery.Message) error { return f(ctx, m) }
