@@ -2,6 +2,7 @@ package overload
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,30 @@ func TestGuardAfterHealthyTraffic(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "dead_lettered=5") {
 		t.Errorf("guard line:\n%s\nwant dead_lettered=5", log.String())
+	}
+}
+
+// TestBreakerWaitNeverWraps (breaker pass, issue 11): long waits are
+// valid config (breaker.wait 1m, breaker.max_wait up to the largest
+// duration); the wait before a probe round must never wrap negative —
+// a negative wait probes at once, round after round.
+func TestBreakerWaitNeverWraps(t *testing.T) {
+	for _, cfg := range []BreakerConfig{
+		{Wait: time.Minute, MaxWait: 24 * 365 * time.Hour},
+		{Wait: time.Second, MaxWait: time.Duration(math.MaxInt64)},
+		{Wait: time.Duration(math.MaxInt64), MaxWait: time.Duration(math.MaxInt64)},
+	} {
+		b := newBreaker(cfg, 8, nil)
+		for _, r := range []float64{0, 0.999} {
+			b.rand = func() float64 { return r }
+			prev := time.Duration(0)
+			for n := range 40 {
+				w := b.wait(n)
+				if w < cfg.Wait || w < prev {
+					t.Fatalf("wait %v, max_wait %v, jitter %v: round %d waits %v (round before: %v), want at least wait and never shorter", cfg.Wait, cfg.MaxWait, r, n, w, prev)
+				}
+				prev = w
+			}
+		}
 	}
 }
