@@ -79,11 +79,16 @@ type breaker struct {
 
 	// The windows of first attempts and of retries (tier records): the
 	// retries count only while no first attempt succeeded in the last
-	// Window deliveries (sinceFirstOK): records that failed before fail
-	// more often, and must not open the breaker while fresh records
-	// succeed; without fresh records, they alone show an outage.
+	// Window deliveries (sinceFirstOK) nor for Wait (firstOK): records
+	// that failed before fail more often, and must not open the breaker
+	// while fresh records succeed; without fresh records, they alone show
+	// an outage. The time matters because due retries are delivered
+	// before first attempts: a tier's burst of Window retries in a row
+	// says nothing of the first attempts between the bursts (kretry demo
+	// opened the breaker 9 to 12 times a run so, its app healthy).
 	first, retry window
 	sinceFirstOK int
+	firstOK      time.Time
 
 	// Hysteresis (see relapse): reopenings since this episode's first
 	// opening, and, while recovering after a close, the deliveries
@@ -92,14 +97,11 @@ type breaker struct {
 	recovering bool
 	trial      int
 
-	// weak counts the lost probe rounds in a row in which no fresh
-	// record (a first attempt not held before) failed, freshFailed whether
-	// one did in this round (see closeQuiet); quiet: closed by
+	// weak: this outage opened on retries alone and no first attempt
+	// failed as a probe since (see closeQuiet); quiet: closed by
 	// closeQuiet, and no first attempt delivered since, so retries alone
 	// do not open the breaker.
-	weak        int
-	freshFailed bool
-	quiet       bool
+	weak, quiet bool
 
 	// proven: a delivery succeeded since the gate was built (see
 	// Outcome.Last).
@@ -109,8 +111,8 @@ type breaker struct {
 	opened map[Reason]int64
 }
 
-// weakRounds is how many lost probe rounds in a row without a fresh
-// record failing close the breaker (see closeQuiet).
+// weakRounds is how many probe rounds a weak outage loses before the
+// breaker closes (see closeQuiet).
 const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
@@ -123,7 +125,7 @@ const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
 // a retry, and reports whether the breaker should open.
-func (b *breaker) observe(o Outcome, retry bool) bool {
+func (b *breaker) observe(now time.Time, o Outcome, retry bool) bool {
 	if o.Class != OK && o.Class != Transient {
 		return false
 	}
@@ -132,13 +134,14 @@ func (b *breaker) observe(o Outcome, retry bool) bool {
 	if !retry {
 		b.quiet = false
 		if o.Class == OK {
-			b.sinceFirstOK = 0
+			b.sinceFirstOK, b.firstOK = 0, now
 		}
 		b.first.add(o)
 		return o.Class == Transient && b.first.tripped()
 	}
 	b.retry.add(o)
-	return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.retry.tripped()
+	return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window &&
+		now.Sub(b.firstOK) >= b.cfg.Wait && b.retry.tripped()
 }
 
 // Hysteresis. A breaker that closes because its probes succeeded and
@@ -187,7 +190,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 		if now.Before(b.until) {
 			return false, false
 		}
-		b.state, b.out, b.ok, b.bad, b.freshFailed = Probing, 0, 0, 0, false
+		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -234,7 +237,7 @@ func (b *breaker) wait(n int) time.Duration {
 
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
-	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, 0
+	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -277,16 +280,13 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	need := b.cfg.Probes/2 + 1
 	if failed {
 		if !t.retry && !o.Again {
-			b.freshFailed = true // a fresh record fails too: an outage
+			b.weak = false // a fresh record fails too: an outage
 		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
 			return Probe // the round is not lost yet
 		}
 		b.rounds++
-		if b.weak++; b.freshFailed {
-			b.weak = 0
-		}
-		if b.weak >= weakRounds && b.reason == ReasonDependency {
+		if b.weak && b.rounds >= weakRounds {
 			b.closeQuiet(now, o)
 			return Spend
 		}
@@ -297,7 +297,7 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		w := b.wait(b.rounds)
 		b.state, b.until, b.span = Open, now.Add(w), w
 		b.log.Warn("breaker open: a probe failed", "reason", b.reason, "seen", o.Answer, "example", o.Message,
-			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "fresh_failed", b.freshFailed)
+			"wait", w.Round(time.Millisecond).String(), "rounds", b.rounds, "retries_only", b.weak)
 		return Probe
 	}
 	if b.ok++; b.ok >= need {
@@ -309,19 +309,15 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	return Count
 }
 
-// closeQuiet closes a dependency outage that lost weakRounds probe
-// rounds in a row in which no fresh record failed. The engine probes with
-// a fresh record when it has one; without one the source is quiet: only
-// records that failed before are delivered, and nothing tells an outage
-// from records failing on their own (a poison answering 503 forever on
-// several keys). Held, such records would stay forever, /readyz at 503,
-// never in the DLQ (a newcomer's `kretry demo`: keys held for 13 minutes,
-// or past its deadline). So the breaker stops holding them: they walk
-// their tiers and reach the DLQ as any failing record does, and retries
-// alone cannot open it again until a first attempt is delivered (quiet);
-// fresh records failing then open it as an outage. The guard's outage
-// (systemic) is never closed so: its held records are its evidence, and
-// they would all be dead-lettered at once.
+// closeQuiet closes a weak outage once it lost weakRounds probe rounds.
+// The source is quiet: only records that failed before are delivered,
+// and nothing tells an outage from records failing on their own (a poison
+// answering 503 forever on several keys). Held, such records would stay
+// forever, /readyz at 503, never in the DLQ (a newcomer's `kretry demo`:
+// 8 keys held for 13 minutes). So the breaker stops holding them: they
+// walk their tiers and reach the DLQ as any failing record does, and
+// retries alone cannot open it again until a first attempt is delivered
+// (quiet); a fresh record failing then opens it as an outage.
 func (b *breaker) closeQuiet(now time.Time, o Outcome) {
 	b.log.Warn("breaker closed: only records that failed before are failing and no fresh record arrived to tell an outage; they walk their tiers as usual and may reach the DLQ; a fresh record failing opens the breaker again",
 		"reason", b.reason, "open_for", now.Sub(b.since).Round(time.Millisecond).String(), "rounds", b.rounds, "held", b.held, "seen", o.Answer, "example", o.Message)

@@ -64,12 +64,12 @@ const (
 	// from ever seeing a success).
 	Probe
 	// Spend: a failed probe whose attempt counts even when it dead-letters
-	// the record: the one that closes a dependency outage after
-	// weakRounds lost probe rounds in a row with no fresh record failing
-	// (a quiet source: nothing tells an outage from records failing for
-	// reasons of their own). The breaker then stops holding (see
-	// closeQuiet): records that fail on their own reach the DLQ as
-	// exhausted instead of being held forever.
+	// the record: the one that closes an outage that opened on retries
+	// alone (a quiet source: no fresh record to tell an outage from
+	// records failing for reasons of their own) after weakRounds lost
+	// probe rounds with no first attempt failing. The breaker then stops
+	// holding (see closeQuiet): records that fail on their own reach the
+	// DLQ as exhausted instead of being held forever.
 	Spend
 )
 
@@ -243,11 +243,13 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		// on every restart. Poison is still dead-lettered: once the
 		// probes succeed, the held record's next failure counts.
 		b.open(now, ReasonDependency, o)
+		b.weak = t.retry
 		g.guard.reset()
 		return Hold
 	}
-	if b.observe(o, t.retry) {
+	if b.observe(now, o, t.retry) {
 		b.open(now, ReasonDependency, o)
+		b.weak = t.retry
 		g.guard.reset()
 		return Hold
 	}

@@ -317,11 +317,19 @@ func TestRetriesFailingWhileFirstAttemptsSucceed(t *testing.T) {
 			t.Fatalf("delivery %d: %v, want Count (fresh records succeed: no outage)", i, v)
 		}
 	}
-	// Only retries flowing, all failing: after a window without a first
-	// attempt succeeding, they open it.
+	// A tier's burst of failing retries in a row, a first attempt having
+	// succeeded just before (due retries go first): no outage.
+	for i := range 40 {
+		if v := deliver(t, g, t0, true, fail(fmt.Sprint("burst", i))); v != Count {
+			t.Fatalf("burst retry %d: %v, want Count (a first attempt succeeded just before)", i, v)
+		}
+	}
+	// Only retries flowing, all failing, and no first attempt succeeding
+	// for the breaker's wait: after a window of them, they open it.
+	at := t0.Add(breakerConfig().Wait)
 	opened := -1
 	for i := range 40 {
-		if deliver(t, g, t0, true, fail(fmt.Sprint("only", i))) == Hold {
+		if deliver(t, g, at, true, fail(fmt.Sprint("only", i))) == Hold {
 			opened = i
 			break
 		}
