@@ -97,3 +97,24 @@ func TestBreakerWaitNeverWraps(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetWithoutFloorLetsRetriesThrough (breaker pass, issue 11; found
+// by b12): a retry budget with no floor (min_per_second 0, which a Go
+// program embedding the engine can set) on a quiet source: no first
+// attempt ever comes, so retries alone can never be within the ratio.
+// They must still get through, one per window at least, not wait for
+// fresh traffic for ever.
+func TestBudgetWithoutFloorLetsRetriesThrough(t *testing.T) {
+	g, _ := newTestGate(t, Config{Budget: BudgetConfig{Ratio: 0.2, MinPerSecond: 0, Window: 10 * time.Second}})
+	admitted := 0
+	for i := range 60 { // a minute, a retry asked for every second
+		at := t0.Add(time.Duration(i) * time.Second)
+		if tk, ok := g.Admit(at, true, 0); ok {
+			admitted++
+			g.Done(at, tk, success(fmt.Sprint("r", i)))
+		}
+	}
+	if admitted < 6 {
+		t.Errorf("%d retries admitted in a minute on a quiet source with budget ratio 0.2 and no floor, want at least one per 10s window (6)", admitted)
+	}
+}
