@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,4 +165,101 @@ func sourceLag(t *testing.T, adm *kadm.Client) int64 {
 		lag += o.Offset - c.At
 	})
 	return lag
+}
+
+// TestBreakWrongPathAfterHealthyTraffic: 300 records are acknowledged,
+// then a deploy moves the app's route and it answers 404 to everything
+// (the newcomer walk's finding, whole process). The guard stops after
+// max_dead_letters (10); its one line names the status, share, window,
+// example ce-ids and how to resume; once the app serves the route again
+// (same process) delivery resumes, and the records in the DLQ are exactly
+// the ones the line and kretry_moves_total say: dead_lettered of them,
+// the example ids among them, the held one not.
+func TestBreakWrongPathAfterHealthyTraffic(t *testing.T) {
+	t.Parallel()
+	_, addr := startBroker(t)
+	createTopic(t, addr, "orders", 3)
+	var broken atomic.Bool
+	app := startApp(t, func(*delivery.Message) answer {
+		if broken.Load() {
+			return answer{http.StatusNotFound, "404 page not found"}
+		}
+		return answer{http.StatusOK, ""}
+	})
+	metricsAddr := freeAddr(t)
+	dlq := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil)
+	run := startKretry(t, "run", "run", "-c", overloadConfig(t, addr, app.url(), metricsAddr))
+	produce := func(prefix string) []string {
+		var rs []*kgo.Record
+		for i := range 300 {
+			rs = append(rs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "%s%d", prefix, i%50), Value: fmt.Appendf(nil, "%s%d", prefix, i)})
+		}
+		return produceSync(t, newClient(t, addr), rs...)
+	}
+	healthy := produce("healthy-")
+	waitFor(t, 60*time.Second, "300 records acknowledged", func() bool { return app.ackedAll(healthy) }, func() { run.mustRun(t) })
+	broken.Store(true)
+	after := produce("after-")
+	waitFor(t, 60*time.Second, "the guard's line", func() bool { return logCount(run, "guard: the same permanent answer") == 1 }, func() { run.mustRun(t) })
+	var line string
+	for l := range strings.Lines(run.stderr.String()) {
+		if strings.Contains(l, "guard: the same permanent answer") {
+			line = l
+		}
+	}
+	for _, want := range []string{"level=ERROR", "status=404", "dead_lettered=10", "share=", "window=1m0s", "example_ids=", "held_id=", "resume="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the guard's line lacks %q:\n%s", want, line)
+		}
+	}
+	broken.Store(false)
+	acked := func() (n int) {
+		for _, id := range after {
+			if app.ackedAll([]string{id}) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 90*time.Second, "every record acknowledged or dead-lettered", func() bool { return acked()+len(dlq.records()) == 300 }, func() { run.mustRun(t) })
+	in := map[string]bool{}
+	for _, r := range dlq.sync(t) {
+		o, err := retrytopics.ReadOrigin(r, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in[o.ID()] = true
+	}
+	if len(in) != 10 {
+		t.Errorf("the DLQ holds %d records, want max_dead_letters (10)", len(in))
+	}
+	ids, held := field(line, "example_ids"), field(line, "held_id")
+	for _, id := range strings.Fields(ids) {
+		if !in[id] {
+			t.Errorf("the guard's line names %s as an example, but it is not in the DLQ (%v)", id, in)
+		}
+	}
+	if held == "" || in[held] {
+		t.Errorf("held_id %q: want the record that tripped the guard, not in the DLQ", held)
+	}
+	if v := gaugeWith(t, metricsAddr, "kretry_moves_total", `kretry_move_kind="dead-letter"`); v != "10" {
+		t.Errorf("kretry_moves_total{dead-letter} = %q, want 10, as the DLQ holds", v)
+	}
+	if code := run.stop(t, 15*time.Second); code != 0 {
+		t.Errorf("kretry run exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// field returns the value of key in a logfmt line, unquoted; "" if absent.
+func field(line, key string) string {
+	_, rest, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	if v, ok := strings.CutPrefix(rest, `"`); ok {
+		v, _, _ = strings.Cut(v, `"`)
+		return v
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	return strings.TrimSpace(v)
 }
