@@ -2,6 +2,7 @@ package overload
 
 import (
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -101,6 +102,10 @@ type breaker struct {
 	// closeQuiet, and no first attempt delivered since, so retries alone
 	// do not open the breaker.
 	weak, quiet bool
+
+	// proven: a delivery succeeded since the gate was built (see
+	// Outcome.Last).
+	proven bool
 
 	held   int64
 	opened map[Reason]int64
@@ -216,12 +221,18 @@ func (b *breaker) resume() time.Time {
 
 // wait is the wait before probe round n (0-based): Wait·2ⁿ up to MaxWait,
 // stretched by 0..20%.
+// It saturates: Wait<<n and the jitter would wrap past the largest
+// duration for long waits, and a negative wait probes at once.
 func (b *breaker) wait(n int) time.Duration {
 	d := b.cfg.MaxWait
-	if n < 30 {
+	if n < 63 && b.cfg.Wait <= math.MaxInt64>>n {
 		d = min(b.cfg.MaxWait, b.cfg.Wait<<n)
 	}
-	return d + time.Duration(0.2*b.rand()*float64(d))
+	j := 0.2 * b.rand() * float64(d)
+	if j >= float64(math.MaxInt64-d) {
+		return math.MaxInt64
+	}
+	return d + time.Duration(j)
 }
 
 // open opens the breaker (from closed) for reason, after outcome o.

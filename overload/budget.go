@@ -12,7 +12,9 @@ type BudgetConfig struct {
 	// 0 turns the budget off.
 	Ratio float64
 	// MinPerSecond retries are allowed whatever the ratio (a token bucket
-	// with a burst of one second's worth).
+	// with a burst of one second's worth); 0 still allows one retry per
+	// Window while no first attempt is in it, so that a quiet source's
+	// retries are not held for ever.
 	MinPerSecond float64
 	Window       time.Duration
 }
@@ -34,7 +36,14 @@ func newBudget(cfg BudgetConfig) *budget {
 		return nil
 	}
 	n := max(1, int(cfg.Window/time.Second))
-	return &budget{cfg: cfg, floor: rate.NewLimiter(rate.Limit(cfg.MinPerSecond), max(1, int(cfg.MinPerSecond))), secs: make([]second, n)}
+	// Without a floor, retries alone are never within the ratio: on a
+	// quiet source (no first attempt in the window) they would wait for
+	// ever. One retry per window gets through then.
+	floor := rate.Every(time.Duration(n) * time.Second)
+	if cfg.MinPerSecond > 0 {
+		floor = rate.Limit(cfg.MinPerSecond)
+	}
+	return &budget{cfg: cfg, floor: rate.NewLimiter(floor, max(1, int(cfg.MinPerSecond))), secs: make([]second, n)}
 }
 
 // sums returns the deliveries and retries of the window ending at now.
@@ -56,7 +65,10 @@ func (b *budget) allows(now time.Time) bool {
 	if float64(r+1) <= b.cfg.Ratio*float64(d+1) {
 		return true
 	}
-	return b.cfg.MinPerSecond > 0 && b.floor.AllowN(now, 1)
+	if b.cfg.MinPerSecond <= 0 && r < d {
+		return false // first attempts flow: the ratio alone decides
+	}
+	return b.floor.AllowN(now, 1)
 }
 
 // next is when the floor has its next token.

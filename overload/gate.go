@@ -36,6 +36,10 @@ type Outcome struct {
 	Answer string
 	// Message is the error text (a log line's example).
 	Message string
+	// Last: a transient failure that dead-letters the record (exhausted:
+	// it was on its last tier). Before the gate saw its first success
+	// such a failure opens the breaker at once (see Gate.Done).
+	Last bool
 	// Again: the record was held before (its earlier failure did not
 	// count). Its failure says little of the dependency now — the same
 	// record failing again — so it does not count towards opening the
@@ -206,6 +210,9 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	g.countFingerprint(o)
 	b := g.breaker
+	if o.Class == OK {
+		b.proven = true
+	}
 	if !g.cfg.Breaker.Enabled && !g.cfg.Guard.Enabled {
 		return Count
 	}
@@ -227,6 +234,18 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	if !g.cfg.Breaker.Enabled {
 		return Count
+	}
+	if o.Class == Transient && o.Last && !b.proven {
+		// A process that has seen no success yet knows nothing of the
+		// dependency: a restart during an outage (a crash loop, a
+		// deploy) would otherwise dead-letter the overdue last-tier
+		// records it fails before its breaker has the evidence to open,
+		// on every restart. Poison is still dead-lettered: once the
+		// probes succeed, the held record's next failure counts.
+		b.open(now, ReasonDependency, o)
+		b.weak = t.retry
+		g.guard.reset()
+		return Hold
 	}
 	if b.observe(now, o, t.retry) {
 		b.open(now, ReasonDependency, o)

@@ -13,7 +13,7 @@ type GuardConfig struct {
 	// MaxDeadLetters records with the same permanent answer are
 	// dead-lettered; the next one within Window opens the breaker, when
 	// they are of at least two keys and the answer is at least Share of
-	// the deliveries in Window.
+	// the last MaxDeadLetters+1 deliveries in Window.
 	MaxDeadLetters int
 	Window         time.Duration
 	Share          float64
@@ -82,23 +82,46 @@ func (g *guard) observe(now time.Time, o Outcome) bool {
 	if s.answer == "" {
 		return false
 	}
-	n := g.counts[s.answer]
-	return n > g.cfg.MaxDeadLetters && len(g.keys[s.answer]) >= 2 && float64(n) >= g.cfg.Share*float64(len(g.q))
+	if g.counts[s.answer] <= g.cfg.MaxDeadLetters || len(g.keys[s.answer]) < 2 {
+		return false
+	}
+	n, m := g.recent(s.answer)
+	return float64(n) >= g.cfg.Share*float64(m)
+}
+
+// recent returns how many of the last m deliveries in the window were
+// answered a, with m = MaxDeadLetters+1 (fewer when the window holds
+// fewer). The share is judged over them, not over the whole window: after
+// a minute of healthy traffic, a deploy that answers 404 to everything
+// would otherwise need Share·(the minute's deliveries) dead-letters
+// before the guard sees it.
+func (g *guard) recent(a string) (n, m int) {
+	m = min(len(g.q), g.cfg.MaxDeadLetters+1)
+	for _, s := range g.q[len(g.q)-m:] {
+		if s.answer == a {
+			n++
+		}
+	}
+	return n, m
 }
 
 // report logs the line that says what tripped the guard and how to resume.
 func (g *guard) report(o Outcome, b *breaker) {
+	// The examples are records that were dead-lettered, newest first:
+	// the one that tripped the guard (the newest) is held, not in the DLQ.
 	var ids []string
-	for i := len(g.q) - 1; i >= 0 && len(ids) < examples; i-- {
+	for i := len(g.q) - 2; i >= 0 && len(ids) < examples; i-- {
 		if g.q[i].answer == o.Answer {
 			ids = append(ids, g.q[i].id)
 		}
 	}
 	n := g.counts[o.Answer]
+	r, m := g.recent(o.Answer)
+	share := float64(r) / float64(m)
 	g.log.Error("guard: the same permanent answer for many records of many keys; delivery stopped, nothing more is dead-lettered with this answer",
 		"reason", ReasonSystemic, "status", o.Answer, "records", n, "dead_lettered", n-1, "keys", len(g.keys[o.Answer]),
-		"share", float64(n)/float64(len(g.q)), "window", g.cfg.Window.String(), "example_ids", strings.Join(ids, " "),
-		"example", o.Message,
+		"share", share, "window", g.cfg.Window.String(), "example_ids", strings.Join(ids, " "),
+		"example", o.Message, "held_id", o.ID,
 		"resume", "fix the app or app.url; kretry probes after "+b.cfg.Wait.String()+", doubling up to "+b.cfg.MaxWait.String()+", and resumes by itself when a probe succeeds")
 }
 

@@ -28,8 +28,10 @@ func TestGuard(t *testing.T) {
 		if s.State != Open || s.Reason != ReasonSystemic {
 			t.Fatalf("%+v, want open, systemic", s)
 		}
+		// The example ids name records that were dead-lettered (k0..k4),
+		// not k5, which tripped the guard and is held (breaker pass).
 		line := log.String()
-		for _, want := range []string{"level=ERROR", "status=404", "records=6", "dead_lettered=5", "keys=6", "share=1", `example_ids="orders/0/k5 orders/0/k4 orders/0/k3"`, "resume="} {
+		for _, want := range []string{"level=ERROR", "status=404", "records=6", "dead_lettered=5", "keys=6", "share=1", `example_ids="orders/0/k4 orders/0/k3 orders/0/k2"`, "held_id=orders/0/k5", "resume="} {
 			if !strings.Contains(line, want) {
 				t.Errorf("guard line lacks %q:\n%s", want, line)
 			}

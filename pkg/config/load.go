@@ -239,6 +239,7 @@ func Parse(yamlBytes []byte, environ []string) (*Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			stringToSliceHook,
 			stringToDurationHook,
+			inFlightNumberHook, // before inFlightHook, which gives auto as -1
 			inFlightHook,
 			numberToIntHook,
 		),

@@ -38,6 +38,21 @@ const (
 	AutoInitialInFlight = 16
 )
 
+// Bounds of the overload keys that Validate enforces besides their signs.
+const (
+	// MaxMaxInFlight bounds app.max_in_flight: past any app's concurrency,
+	// and small enough for the engine's arithmetic on it (records per
+	// poll, the retries' share) not to overflow.
+	MaxMaxInFlight = 1_000_000
+	// MinMaxRate is the smallest app.max_rate above 0, in records/s (one
+	// record every 1000s): below it the limiter waits for ever.
+	MinMaxRate = 0.001
+	// MaxBudgetWindow bounds retry.budget.window: the budget counts per
+	// second of it, on every retry. Finagle's RetryBudget bounds its ttl
+	// to [1s, 60s] the same way.
+	MaxBudgetWindow = time.Minute
+)
+
 // Auto reports whether the limit is adaptive.
 func (n InFlight) Auto() bool { return n == InFlightAuto }
 
@@ -72,6 +87,28 @@ func inFlightHook(from, to reflect.Type, data any) (any, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil {
 		return nil, &valueError{value: s, msg: `is neither a number nor "auto"`}
+	}
+	return checkInFlight(n)
+}
+
+// inFlightNumberHook refuses a negative number for app.max_in_flight: -1
+// would otherwise decode as InFlightAuto.
+func inFlightNumberHook(from, to reflect.Type, data any) (any, error) {
+	if to != inFlightType {
+		return data, nil
+	}
+	switch v := reflect.ValueOf(data); {
+	case v.CanInt() && v.Int() < 0:
+		return checkInFlight(int(v.Int()))
+	case v.CanFloat() && v.Float() < 0:
+		return nil, &valueError{value: fmtFloat(v.Float()), msg: `must be at least 1, or "auto"`}
+	}
+	return data, nil
+}
+
+func checkInFlight(n int) (any, error) {
+	if n < 0 {
+		return nil, &valueError{value: strconv.Itoa(n), msg: `must be at least 1, or "auto"`}
 	}
 	return n, nil
 }
@@ -133,7 +170,7 @@ func (b *Breaker) On() bool { return b.Enabled == nil || *b.Enabled }
 // Guard is the systemic permanent failure guard of one topic: the same
 // permanent answer (one status, or a permanent handler error) for many
 // different records of different keys within Window, and for at least
-// Share of the deliveries in it, is taken for a fault of the dependency
+// Share of the last MaxDeadLetters+1 deliveries in it, is taken for a fault of the dependency
 // (a wrong app.url answering 404, a 401 classified permanent), not for
 // poison. Once MaxDeadLetters such records were dead-lettered, kretry
 // stops and waits as the breaker does, logs one line naming what it saw,
@@ -147,8 +184,8 @@ type Guard struct {
 	MaxDeadLetters int `koanf:"max_dead_letters"`
 	// Window is how far back the guard looks (default 1m).
 	Window time.Duration `koanf:"window"`
-	// Share in (0, 1] of the deliveries in the window that must have
-	// that answer (default 0.9).
+	// Share in (0, 1] of the last MaxDeadLetters+1 deliveries in the
+	// window that must have that answer (default 0.9).
 	Share float64 `koanf:"share"`
 }
 
@@ -208,8 +245,8 @@ func or[T comparable](v, def T) T {
 
 // overload validates the overload keys of app and of topic p:
 //
-//   - app.max_in_flight: at least 1, or auto.
-//   - app.max_rate: 0 (no limit) or more records/s.
+//   - app.max_in_flight: 1 to MaxMaxInFlight, or auto.
+//   - app.max_rate: 0 (no limit), or MinMaxRate records/s or more.
 //   - max_age: 0 (never) or more; on_expired: dead_letter or drop.
 //   - breaker.window: at least 2; breaker.failure_ratio in (0, 1];
 //     breaker.wait greater than 0 and at most breaker.max_wait;
@@ -217,7 +254,7 @@ func or[T comparable](v, def T) T {
 //   - guard.max_dead_letters: at least 2; guard.window greater than 0;
 //     guard.share in (0, 1].
 //   - retry.budget.ratio in [0, 1]; retry.budget.min_per_second at least
-//     0; retry.budget.window at least 1s.
+//     0; retry.budget.window from 1s to MaxBudgetWindow (1m).
 func (v *validator) overload(p string, t *Topic) {
 	if t.MaxAge < 0 {
 		v.add(p+".max_age", "%q must not be negative (0: records never expire)", fmtDuration(t.MaxAge))
@@ -251,15 +288,23 @@ func (v *validator) overload(p string, t *Topic) {
 	}
 	if r.Window < time.Second {
 		v.add(p+".retry.budget.window", "%q must be at least 1s", fmtDuration(r.Window))
+	} else if r.Window > MaxBudgetWindow {
+		v.add(p+".retry.budget.window", "%q must be at most 1m (Finagle's RetryBudget bounds its ttl to [1s, 60s] too)", fmtDuration(r.Window))
 	}
 }
 
 func (v *validator) appOverload(a *App) {
-	if a.MaxInFlight < 1 && !a.MaxInFlight.Auto() {
+	switch {
+	case a.MaxInFlight < 1 && !a.MaxInFlight.Auto():
 		v.add("app.max_in_flight", "%q must be at least 1, or \"auto\"", fmtInt(int(a.MaxInFlight)))
+	case a.MaxInFlight > MaxMaxInFlight:
+		v.add("app.max_in_flight", "%q must be at most %d, or \"auto\"", fmtInt(int(a.MaxInFlight)), MaxMaxInFlight)
 	}
-	if !(a.MaxRate >= 0) {
+	switch {
+	case !(a.MaxRate >= 0):
 		v.add("app.max_rate", "%q must be 0 (no limit) or a positive number of records/s", fmtFloat(a.MaxRate))
+	case a.MaxRate > 0 && a.MaxRate < MinMaxRate:
+		v.add("app.max_rate", "%q must be 0 (no limit) or at least %s records/s (one record every 1000s)", fmtFloat(a.MaxRate), fmtFloat(MinMaxRate))
 	}
 }
 

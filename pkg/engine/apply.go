@@ -48,12 +48,7 @@ func (e *Engine) apply(r *result) {
 	}
 	e.obs.Delivered(ev)
 
-	routeStage := stage
-	if stage == parkStage {
-		routeStage = 0 // a parked record's first attempt
-	}
-	routeStage = redriveRouteStage(en, routeStage) // redrive
-	route := e.plan.Route(routeStage, v, retrytopics.Jitter())
+	route := e.plan.Route(routeStage(en), v, retrytopics.Jitter())
 	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
 		e.hold(l, en)
 		return
@@ -87,6 +82,16 @@ func (e *Engine) apply(r *result) {
 	}
 	e.markReady(l)
 	e.forget(l)
+}
+
+// routeStage is the stage en is routed from: its stage, 0 for a parked
+// record (its first attempt) or a redriven one (see redriveRouteStage).
+func routeStage(en *entry) int {
+	stage := en.q.stage
+	if stage == parkStage {
+		stage = 0
+	}
+	return redriveRouteStage(en, stage)
 }
 
 // addMove builds en's move for route.

@@ -104,6 +104,8 @@ func (e *Engine) gateDone(r *result) overload.Verdict {
 		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
 		if v.Class == delivery.ClassPermanent {
 			o.Class = overload.Permanent
+		} else {
+			o.Last = e.plan.Route(routeStage(r.en), &v, 0).Action == retrytopics.DeadLetter
 		}
 		if e.hard.Err() != nil && errors.Is(r.err, context.Canceled) {
 			o.Class = overload.Cancelled
