@@ -114,7 +114,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
 		off := int64(-1)
 		f.offset = &off
-		fs.Func("offset", "DLQ offset `N` of the record (required)", func(v string) error {
+		fs.Func("offset", "DLQ offset `N` of the record (required without --record)", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
 				return fmt.Errorf("want an offset of 0 or more, as kretry dlq list prints it")

@@ -137,10 +137,10 @@ printable text are shown in hex.`,
 	}
 	dlqShowCmd = &command{
 		name:     "dlq show",
-		synopsis: "dlq show -c FILE --topic TOPIC [--partition N] --offset N [--json]",
+		synopsis: "dlq show -c FILE --topic TOPIC (--record P/O | [--partition N] --offset N) [--json]",
 		purpose:  "print one DLQ record: every header and the value",
 		about:    `Text that is valid UTF-8 is printed as is, anything else in hex (--json: base64).`,
-		example:  "kretry dlq show -c config.yaml --topic orders --partition 1 --offset 42",
+		example:  "kretry dlq show -c config.yaml --topic orders --record 1/42",
 		short:    map[string]string{"config": "c"},
 	}
 	dlqStatsCmd = &command{
