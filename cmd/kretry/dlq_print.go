@@ -11,19 +11,18 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kretry/kretry/dlq"
 )
 
-// printable renders b for a terminal: quoted text when it is UTF-8 without
-// control characters, hex otherwise; cut to n runes.
+// printable renders b on one line of a terminal: text when dlq.IsText and
+// without tab, newline or carriage return, hex otherwise; cut to n runes.
 func printable(b []byte, n int) string {
 	if b == nil {
 		return "(null)"
 	}
 	s := string(b)
-	if !utf8.Valid(b) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !dlq.IsText(b) || strings.ContainsAny(s, "\t\n\r") {
 		s = "0x" + hex.EncodeToString(b)
 	}
 	if r := []rune(s); len(r) > n {
@@ -99,7 +98,7 @@ func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
 	switch {
 	case e.Value == nil:
 		fmt.Fprintln(w, "(null: a tombstone)")
-	case utf8.Valid(e.Value) && !strings.ContainsFunc(string(e.Value), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' || r == 0x7f }):
+	case dlq.IsText(e.Value): // the admin API's rule: text there, base64 otherwise
 		fmt.Fprintln(w, string(e.Value))
 	default:
 		fmt.Fprint(w, hex.Dump(e.Value))

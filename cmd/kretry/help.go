@@ -139,7 +139,7 @@ printable text are shown in hex.`,
 		name:     "dlq show",
 		synopsis: "dlq show -c FILE --topic TOPIC (--record P/O | [--partition N] --offset N) [--json]",
 		purpose:  "print one DLQ record: every header and the value",
-		about:    `Text that is valid UTF-8 is printed as is, anything else in hex (--json: base64).`,
+		about:    `Text (valid UTF-8 without control characters other than tab, newline and CR) is printed as is, anything else in hex (--json and the admin API: base64).`,
 		example:  "kretry dlq show -c config.yaml --topic orders --record 1/42",
 		short:    map[string]string{"config": "c"},
 	}
