@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -74,10 +75,14 @@ func (s *Server) move(action string) http.HandlerFunc {
 		by += " (admin API from " + r.RemoteAddr + ")"
 		req := Request{Action: action, Filter: f, Limit: body.Limit, Rate: body.Rate, DryRun: body.DryRun, Reason: body.Reason, By: by, Version: s.version}
 		topic := r.PathValue("topic")
+		if action == ActionDiscard && strings.TrimSpace(body.Reason) == "" {
+			s.refuse(w, http.StatusBadRequest, errors.New(`a discard needs a reason: set the JSON field "reason" to why the records are not delivered (kept in the marks for audit)`), topic, req)
+			return
+		}
 		if req.DryRun {
 			res, err := c.Move(r.Context(), req)
 			if err != nil {
-				writeError(w, moveCode(err), err.Error())
+				s.refuse(w, moveCode(err), err, topic, req)
 				return
 			}
 			entries := make([]EntryJSON, 0, len(res.Entries))
@@ -87,14 +92,34 @@ func (s *Server) move(action string) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, map[string]any{"result": res, "records": entries})
 			return
 		}
-		s.log.Info("admin API: operation requested", "action", action, "topic", topic, "by", by, "filter", f.String(), "limit", body.Limit, "rate", body.Rate)
 		st, err := s.start(c, topic, req)
 		if err != nil {
-			writeError(w, moveCode(err), err.Error())
+			s.refuse(w, moveCode(err), err, topic, req)
 			return
 		}
 		writeJSON(w, http.StatusAccepted, st.snapshot(s))
 	}
+}
+
+// refuse answers a move request with code and err, and logs the refusal
+// with its reason.
+func (s *Server) refuse(w http.ResponseWriter, code int, err error, topic string, req Request) {
+	s.log.Info("admin API: operation refused", append(opAttrs(topic, req), "status", code, "error", err.Error())...)
+	writeError(w, code, err.Error())
+}
+
+// opAttrs are the log attributes of a move request: the rate is the
+// effective one (records/s), and a discard carries its reason.
+func opAttrs(topic string, req Request) []any {
+	rate := req.Rate
+	if rate == 0 {
+		rate = DefaultRate
+	}
+	attrs := []any{"action", req.Action, "topic", topic, "by", req.By, "filter", req.Filter.String(), "limit", req.Limit, "rate", rate, "dry_run", req.DryRun}
+	if req.Action == ActionDiscard {
+		attrs = append(attrs, "reason", req.Reason)
+	}
+	return attrs
 }
 
 func moveCode(err error) int {
@@ -117,6 +142,7 @@ func (s *Server) start(c *Client, topic string, req Request) (*opState, error) {
 	st := &opState{Topic: topic, Action: req.Action, By: req.By, Started: time.Now(), State: "running", cancel: cancel}
 	started := make(chan struct{})
 	req.Started = func(res *Result) {
+		s.log.Info("admin API: operation started", append([]any{"op", res.Op, "selected", res.Selected}, opAttrs(topic, req)...)...)
 		s.mu.Lock()
 		st.Op = res.Op
 		st.Progress = Progress{Op: res.Op, Action: req.Action, Total: len(res.Entries)}
@@ -149,7 +175,7 @@ func (s *Server) start(c *Client, topic string, req Request) (*opState, error) {
 		}
 		if res != nil {
 			s.log.Info("admin API: operation ended", "op", res.Op, "action", req.Action, "topic", topic, "by", req.By,
-				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State)
+				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State, "error", st.Error)
 		}
 	}()
 	select {

@@ -89,6 +89,7 @@ func TestWebPageInChromium(t *testing.T) {
 		Picked                                       []string
 		Status, Progress                             string
 		DiscardStatus, CancelStatus, CancelError     string
+		DetailAfterDiscard                           string
 		RedrivenRows                                 []string
 		PageErrors                                   []string
 	}
@@ -107,6 +108,8 @@ func TestWebPageInChromium(t *testing.T) {
 		t.Errorf("status %q, progress %q; want 2 of 2 done", got.Status, got.Progress)
 	case !strings.Contains(got.DiscardStatus, "discarded done: moved 1 of 1"):
 		t.Errorf("discard status %q, want 1 of 1 done", got.DiscardStatus)
+	case !strings.HasSuffix(got.DetailAfterDiscard, "(discarded)"):
+		t.Errorf("detail pane after the discard %q, want the record's new state (discarded)", got.DetailAfterDiscard)
 	case !strings.Contains(got.CancelStatus, "redriven stopped: moved 1 of 3"):
 		t.Errorf("cancelled redrive status %q (error %q), want stopped after 1 of 3", got.CancelStatus, got.CancelError)
 	case len(got.PageErrors) > 0:

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"encoding/base64"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -10,7 +11,7 @@ import (
 
 // EntryJSON is one DLQ record as `kretry dlq list --json`, `show --json` and
 // the admin API give it. Key, value and header values are UTF-8 text when
-// they are (key, value, value), base64 otherwise (key_b64, value_b64); a
+// they are (IsText: key, value, value), base64 otherwise (key_b64, value_b64); a
 // null key or value has neither.
 type EntryJSON struct {
 	Record     string       `json:"record"` // <partition>/<offset>
@@ -43,18 +44,28 @@ type HeaderJSON struct {
 	ValueB64 *string `json:"value_b64,omitempty"`
 }
 
-// TextOrBase64 returns b as text when it is valid UTF-8, else as base64;
-// both nil for nil.
+// TextOrBase64 returns b as text when IsText, else as base64; both nil for
+// nil.
 func TextOrBase64(b []byte) (text, b64 *string) {
 	if b == nil {
 		return nil, nil
 	}
-	if utf8.Valid(b) {
+	if IsText(b) {
 		s := string(b)
 		return &s, nil
 	}
 	s := base64.StdEncoding.EncodeToString(b)
 	return nil, &s
+}
+
+// IsText reports whether b reads as text: valid UTF-8 without control
+// characters (C0 and DEL) other than tab, newline and carriage return.
+// `kretry dlq show` prints anything else in hex, the API and the page in
+// base64: "\x00\x01binary" is valid UTF-8 but not text.
+func IsText(b []byte) bool {
+	return utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool {
+		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
+	})
 }
 
 // listMessageBytes bounds the error message of a record in a list (bytes);

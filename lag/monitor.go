@@ -33,6 +33,7 @@ type Monitor struct {
 	history map[rowKey]*history
 	gen     uint64 // the scan count, to drop the history of rows gone
 	lastErr string
+	loading bool // lastErr is a coordinator not ready, logged at info level
 
 	mu     sync.RWMutex
 	latest *Snapshot
@@ -111,23 +112,19 @@ func (m *Monitor) Close() error {
 
 // Run scans at once and then every Config.Interval until ctx is done; it
 // returns nil then. A failed scan is logged (at warn level when its error
-// differs from the previous scan's) and shows in the snapshot and the
+// differs from the previous scan's; at info level in the first 30s when a
+// group coordinator is only not ready yet, see logScan) and shows in the snapshot and the
 // metrics as status ERR; the next scan tries again.
 func (m *Monitor) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.Interval)
 	defer t.Stop()
+	start := time.Now()
 	for {
 		_, err := m.Scan(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		switch msg := errString(err); {
-		case msg != "" && msg != m.lastErr:
-			m.log.Warn("lag scan incomplete", "err", err)
-		case msg == "" && m.lastErr != "":
-			m.log.Info("lag scan complete again")
-		}
-		m.lastErr = errString(err)
+		m.logScan(err, time.Since(start))
 		select {
 		case <-ctx.Done():
 			return nil

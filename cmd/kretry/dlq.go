@@ -51,6 +51,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
 		return exitUsage
 	}
+	f.dlqTopic = t.DLQ
 	log := newLogger(config.Log{Level: "warn", Format: "text"}, stderr)
 	kc, err := sidecar.CommandClients(cfg, log)
 	if err != nil {
@@ -99,6 +100,7 @@ type dlqFlags struct {
 	dryRun, json, newest, quiet *bool
 	reason, by                  *string
 	filter                      dlq.Filter
+	dlqTopic                    string // the DLQ's name, once resolved
 }
 
 func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
@@ -112,12 +114,20 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
 		off := int64(-1)
 		f.offset = &off
-		fs.Func("offset", "DLQ offset `N` of the record (required)", func(v string) error {
+		fs.Func("offset", "DLQ offset `N` of the record (required without --record)", func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
 				return fmt.Errorf("want an offset of 0 or more, as kretry dlq list prints it")
 			}
 			off = n
+			return nil
+		})
+		fs.Func("record", "DLQ record `P/O` (partition/offset), as kretry dlq list prints it; instead of --partition and --offset", func(v string) error {
+			p, o, ok := parseRef(v)
+			if !ok {
+				return fmt.Errorf("want <partition>/<offset>, e.g. 0/42, as kretry dlq list prints it")
+			}
+			*f.partition, off = p, o
 			return nil
 		})
 		return f
@@ -165,7 +175,7 @@ func (f *dlqFlags) check() error {
 	}
 	if f.sub == dlqShowCmd {
 		if *f.offset < 0 {
-			return errors.New("--offset N is required (the DLQ offset, as kretry dlq list prints it)")
+			return errors.New("--record P/O (or --offset N) is required: the DLQ record, as kretry dlq list prints it")
 		}
 		f.filter.Records = []string{strconv.Itoa(*f.partition) + "/" + strconv.FormatInt(*f.offset, 10)}
 		return nil
@@ -282,7 +292,7 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 		}
 		switch f.sub {
 		case dlqStatsCmd:
-			return printStats(stdout, dlq.StatsOf(snap.Entries), *f.json)
+			return printStats(stdout, f.dlqTopic, dlq.StatsOf(snap.Entries), *f.json)
 		case dlqShowCmd:
 			fl := f.filter
 			fl.States = []dlq.State{dlq.Waiting, dlq.Redriven, dlq.Discarded}

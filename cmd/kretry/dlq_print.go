@@ -11,19 +11,18 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kretry/kretry/dlq"
 )
 
-// printable renders b for a terminal: quoted text when it is UTF-8 without
-// control characters, hex otherwise; cut to n runes.
+// printable renders b on one line of a terminal: text when dlq.IsText and
+// without tab, newline or carriage return, hex otherwise; cut to n runes.
 func printable(b []byte, n int) string {
 	if b == nil {
 		return "(null)"
 	}
 	s := string(b)
-	if !utf8.Valid(b) || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !dlq.IsText(b) || strings.ContainsAny(s, "\t\n\r") {
 		s = "0x" + hex.EncodeToString(b)
 	}
 	if r := []rune(s); len(r) > n {
@@ -99,7 +98,7 @@ func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
 	switch {
 	case e.Value == nil:
 		fmt.Fprintln(w, "(null: a tombstone)")
-	case utf8.Valid(e.Value) && !strings.ContainsFunc(string(e.Value), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' || r == 0x7f }):
+	case dlq.IsText(e.Value): // the admin API's rule: text there, base64 otherwise
 		fmt.Fprintln(w, string(e.Value))
 	default:
 		fmt.Fprint(w, hex.Dump(e.Value))
@@ -107,9 +106,13 @@ func printShow(w io.Writer, e *dlq.Entry, asJSON bool) error {
 	return nil
 }
 
-func printStats(w io.Writer, s *dlq.Stats, asJSON bool) error {
+func printStats(w io.Writer, topic string, s *dlq.Stats, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(s)
+	}
+	if s.Waiting == 0 {
+		fmt.Fprintf(w, "nothing is waiting in %s (%s: redriven %d, discarded %d)\n", topic, countRecords(s.Total), s.Redriven, s.Discarded)
+		return nil
 	}
 	fmt.Fprintf(w, "records     %d  (waiting %d, redriven %d, discarded %d; unreadable waiting %d)\n", s.Total, s.Waiting, s.Redriven, s.Discarded, s.Unreadable)
 	if !s.Oldest.IsZero() {
@@ -152,14 +155,33 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 			fmt.Fprintf(w, "  %s  %s  key %s  %s %d  %s\n", e.Ref(), e.ID, printable(e.Key, 24), e.Class(), e.Status, printable([]byte(e.Message), 60))
 		}
 	} else {
-		fmt.Fprintf(w, "%s %d of %d selected records in %s (op %s)\n", verb, r.Moved, len(r.Entries), r.Elapsed.Round(time.Millisecond), r.Op)
+		fmt.Fprintf(w, "selected %d, %s %d, refused %d in %s (op %s)\n", r.Selected, verb, r.Moved, len(r.Refused), r.Elapsed.Round(time.Millisecond), r.Op)
 		if r.Stopped {
 			fmt.Fprintf(w, "stopped before the end: %d left; run the same command again to continue (nothing moves twice)\n", len(r.Entries)-r.Moved)
 		}
 	}
 	for _, f := range r.Refused {
-		fmt.Fprintf(w, "refused %s: %s\n", f.Record, f.Reason)
+		fmt.Fprintf(w, "refused %s: %s\n", spellRef(f.Record), f.Reason)
 	}
+}
+
+// spellRef spells a record reference P/O out as "partition P offset O".
+func spellRef(ref string) string {
+	if p, o, ok := parseRef(ref); ok {
+		return fmt.Sprintf("partition %d offset %d", p, o)
+	}
+	return ref
+}
+
+// parseRef reads a record reference P/O, as kretry dlq list prints it.
+func parseRef(ref string) (partition int, offset int64, ok bool) {
+	ps, os, found := strings.Cut(ref, "/")
+	p, err1 := strconv.Atoi(ps)
+	o, err2 := strconv.ParseInt(os, 10, 64)
+	if !found || err1 != nil || err2 != nil || p < 0 || o < 0 {
+		return 0, 0, false
+	}
+	return p, o, true
 }
 
 // progressBar draws moved/total, rate and ETA on one line.

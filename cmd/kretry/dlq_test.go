@@ -95,6 +95,15 @@ func TestDLQCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "kretry headers missing or unreadable") || !strings.Contains(out, "00000000  00 00") {
 		t.Fatalf("show forged: exit %d\n%s", code, out)
 	}
+	// show takes the RECORD column of list as it is printed.
+	code, out, errs = kretry(t, "dlq", "show", "-c", path, "--topic", "orders", "--record", "0/1")
+	if code != exitOK || !strings.Contains(out, "record     0/1") || !strings.Contains(out, "unknown customer 23") {
+		t.Fatalf("show --record: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = kretry(t, "dlq", "show", "-c", path, "--topic", "orders", "--record", "1")
+	if code != exitUsage || !strings.Contains(errs, "<partition>/<offset>") {
+		t.Fatalf("show --record 1: exit %d, %s", code, errs)
+	}
 
 	// Not a DLQ: a tier, an unknown topic (exit 2, naming what to pass).
 	code, _, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders.retry.1m")
@@ -112,22 +121,26 @@ func TestDLQCommands(t *testing.T) {
 
 	// Dry run, then the redrive: the forged record is refused with its reason (exit 1).
 	code, out, _ = kretry(t, "dlq", "redrive", "-c", path, "--topic", "orders", "--dry-run")
-	if code != exitFail || !strings.Contains(out, "3 records would be redriven") || !strings.Contains(out, "refused 0/3") {
+	if code != exitFail || !strings.Contains(out, "3 records would be redriven") || !strings.Contains(out, "refused partition 0 offset 3: kretry headers missing") {
 		t.Fatalf("dry run: exit %d\n%s", code, out)
 	}
 	code, out, errs = kretry(t, "dlq", "redrive", "-c", path, "--topic", "orders", "--rate", "0", "--by", "tester")
-	if code != exitFail || !strings.Contains(out, "redriven 3 of 3") || !strings.Contains(out, "refused 0/3: kretry headers missing") {
+	if code != exitFail || !strings.Contains(out, "selected 4, redriven 3, refused 1 in") || !strings.Contains(out, "refused partition 0 offset 3: kretry headers missing") {
 		t.Fatalf("redrive: exit %d\n%s%s", code, out, errs)
 	}
 	// The forged one is discarded instead; nothing is left waiting.
 	code, out, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders", "--class", "unreadable", "--reason", "forged by a test", "--quiet")
-	if code != exitOK || !strings.Contains(out, "discarded 1 of 1") {
+	if code != exitOK || !strings.Contains(out, "selected 1, discarded 1, refused 0 in") {
 		t.Fatalf("discard: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = kretry(t, "dlq", "stats", "-c", path, "--topic", "orders", "--json")
 	var st struct{ Waiting, Redriven, Discarded int }
 	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st != (struct{ Waiting, Redriven, Discarded int }{0, 3, 1}) {
 		t.Fatalf("stats after: exit %d %v %+v\n%s", code, err, st, out)
+	}
+	code, out, _ = kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	if want := "nothing is waiting in orders.dlq (4 records: redriven 3, discarded 1)\n"; code != exitOK || out != want {
+		t.Fatalf("stats with nothing waiting: exit %d\n%q, want %q", code, out, want)
 	}
 	code, out, _ = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--state", "all")
 	if code != exitOK || strings.Count(out, "redriven") != 3 || strings.Count(out, "discarded") != 1 {

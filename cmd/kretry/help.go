@@ -137,10 +137,10 @@ printable text are shown in hex.`,
 	}
 	dlqShowCmd = &command{
 		name:     "dlq show",
-		synopsis: "dlq show -c FILE --topic TOPIC [--partition N] --offset N [--json]",
+		synopsis: "dlq show -c FILE --topic TOPIC (--record P/O | [--partition N] --offset N) [--json]",
 		purpose:  "print one DLQ record: every header and the value",
-		about:    `Text that is valid UTF-8 is printed as is, anything else in hex (--json: base64).`,
-		example:  "kretry dlq show -c config.yaml --topic orders --partition 1 --offset 42",
+		about:    `Text (valid UTF-8 without control characters other than tab, newline and CR) is printed as is, anything else in hex (--json and the admin API: base64).`,
+		example:  "kretry dlq show -c config.yaml --topic orders --record 1/42",
 		short:    map[string]string{"config": "c"},
 	}
 	dlqStatsCmd = &command{
@@ -210,7 +210,7 @@ The config path may also come from %s. Every config key can be
 overridden from the environment (KRETRY_APP__URL=…); see README.md.
 
 Exit status: 0 success, 1 a runtime failure (a broker that cannot be
-reached, a demo that lost records), 2 bad flags or a bad config.
+reached, a demo that lost records or gave up waiting), 2 bad flags or a bad config.
 `, config.EnvConfigFile)
 	return b.String()
 }

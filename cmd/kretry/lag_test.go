@@ -89,7 +89,9 @@ func TestLagCommandTable(t *testing.T) {
 		"orders-kretry  orders           1          source   -          0          0    0    0s     OK      no commit (from log start)",
 		"orders-kretry  orders.retry.1m  0          tier-1",
 		"orders-kretry  orders.parking   1          parking",
+		"DLQ         PARTITION  SOURCE  FROM       END  OFFSETS  AGE  NOTE",
 		"orders.dlq  0          orders  log start  0    0        0s",
+		"the records still waiting: kretry dlq stats --topic orders\n",
 		"the status needs 2 (--watch)",
 	} {
 		if !strings.Contains(s, want) {

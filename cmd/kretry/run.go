@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/demo"
@@ -222,10 +223,29 @@ func printReport(w io.Writer, r *demo.Report) {
 	fmt.Fprintf(w, "parked         %d  (records parked behind a retrying record of their key; at most %d keys blocked at once)\n", r.Parked, r.MaxBlockedKeys)
 	fmt.Fprintf(w, "order          %d violations (per key, acknowledged in source order)\n", r.OrderViolations)
 	fmt.Fprintf(w, "lost           %d\n", r.Lost)
+	if r.TimedOut {
+		fmt.Fprintf(w, "not settled    %d  (still retrying, parked or held when the demo stopped waiting)\n", r.Unsettled)
+	}
 	fmt.Fprintf(w, "duration       %.1fs\n", float64(r.DurationMS)/1000)
-	if r.OK {
+	switch {
+	case r.OK:
 		fmt.Fprintln(w, "\nOK: every record was acknowledged or dead-lettered exactly once, each key in order.")
-	} else {
+	case r.TimedOut && r.Lost == 0 && r.DLQDuplicates == 0 && r.OrderViolations == 0:
+		fmt.Fprintf(w, "\nFAILED: the demo gave up waiting after %s with %s not yet settled (still retrying or held; not known lost): %s\n",
+			time.Duration(r.TimeoutMS)*time.Millisecond, countRecords(r.Unsettled), strings.Join(firstIDs(r.UnsettledIDs, r.Unsettled, 10), "; "))
+	default:
+		if r.TimedOut {
+			fmt.Fprintf(w, "\nthe demo gave up waiting after %s with %s not yet settled\n", time.Duration(r.TimeoutMS)*time.Millisecond, countRecords(r.Unsettled))
+		}
 		fmt.Fprintln(w, "\nFAILED: records were lost, duplicated in the DLQ or delivered out of order:", strings.Join(append(r.LostIDs, r.OrderExamples...), "; "))
 	}
+}
+
+// firstIDs is at most n of ids, and a count of the rest of total.
+func firstIDs(ids []string, total, n int) []string {
+	ids = ids[:min(len(ids), n):min(len(ids), n)]
+	if total > len(ids) {
+		ids = append(ids, fmt.Sprintf("and %d more", total-len(ids)))
+	}
+	return ids
 }

@@ -77,7 +77,20 @@ type Report struct {
 	DeadLettered int `json:"dead_lettered"`
 	// DeadLetteredByClass splits DeadLettered by kretry-error-class.
 	DeadLetteredByClass map[string]int `json:"dead_lettered_by_class"`
-	Lost                int            `json:"lost"`
+	// Lost counts records neither acknowledged nor dead-lettered once the
+	// run drained; when the demo gave up waiting (TimedOut) they are
+	// Unsettled instead, and Lost is 0: the demo cannot tell a record still
+	// retrying or held from a lost one without waiting for it.
+	Lost int `json:"lost"`
+	// TimedOut is true when the demo gave up waiting after TimeoutMS (or
+	// was interrupted) with Unsettled records not yet acknowledged or
+	// dead-lettered: still in a retry tier, parked, or held by the
+	// overload breaker. OK is then false.
+	TimedOut  bool  `json:"timed_out"`
+	TimeoutMS int64 `json:"timeout_ms"`
+	Unsettled int   `json:"unsettled"`
+	// UnsettledIDs are the first of them (ce-id), as LostIDs.
+	UnsettledIDs []string `json:"unsettled_ids,omitempty"`
 	// Redelivered counts repeated acknowledgements (at-least-once
 	// delivery; the app dedups on ce-id).
 	Redelivered   int `json:"redelivered"`
@@ -242,6 +255,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	deadline := time.After(o.Timeout)
+	timedOut := false
 wait:
 	for !ledger.Settled() {
 		select {
@@ -250,10 +264,12 @@ wait:
 		case <-sample.C:
 			maxBlocked = max(maxBlocked, eng.Stats().BlockedKeys.Load())
 		case <-deadline:
+			timedOut = true
 			break wait
 		case err := <-done:
 			return nil, fmt.Errorf("sidecar stopped: %w", err)
 		case <-ctx.Done():
+			timedOut = true
 			break wait
 		}
 	}
@@ -281,6 +297,11 @@ wait:
 		MaxBlockedKeys:      maxBlocked,
 		OrderViolations:     violations,
 		OrderExamples:       examples,
+		TimeoutMS:           o.Timeout.Milliseconds(),
+	}
+	if timedOut && c.Lost > 0 {
+		r.TimedOut, r.Unsettled, r.UnsettledIDs = true, c.Lost, c.LostIDs
+		r.Lost, r.LostIDs = 0, nil
 	}
 	classMu.Lock()
 	r.DeadLetteredByClass = map[string]int{}

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestDemoConservesEveryRecord runs the whole demo and checks the report:
@@ -35,5 +36,23 @@ func TestDemoConservesEveryRecord(t *testing.T) {
 		if r.DeadLetteredByClass[class] != n {
 			t.Errorf("DLQ holds %d %s records, the app's behaviours predict %d", r.DeadLetteredByClass[class], class, n)
 		}
+	}
+}
+
+// TestDemoThatGivesUpReportsUnsettledNotLost: a demo that stops waiting at
+// its deadline reports the records it did not see settle as unsettled, not
+// as lost, and is not OK.
+func TestDemoThatGivesUpReportsUnsettledNotLost(t *testing.T) {
+	// The always-flaky records take at least 1.7s of tiers: a 1ms wait
+	// cannot see them settle.
+	r, err := Run(context.Background(), Options{Records: 200, Timeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK || !r.TimedOut || r.TimeoutMS != 1 || r.Unsettled == 0 || len(r.UnsettledIDs) == 0 || r.Lost != 0 || r.LostIDs != nil {
+		t.Fatalf("report %+v, want not OK, timed out after 1ms with records unsettled and none lost", r)
+	}
+	if r.Produced != r.Delivered+r.DeadLettered+r.Unsettled {
+		t.Fatalf("produced %d != delivered %d + dead-lettered %d + unsettled %d", r.Produced, r.Delivered, r.DeadLettered, r.Unsettled)
 	}
 }

@@ -46,7 +46,9 @@ type StatusError struct {
 	// RetryAfter is the parsed Retry-After header, 0 when absent. It is a
 	// lower bound on the next delay.
 	RetryAfter time.Duration
-	// Body is the start of the response body, used as the error message.
+	// Body is the error message: the start of the response body (at most
+	// MaxErrorBody bytes, valid UTF-8) with whitespace runs collapsed to
+	// one space, or for an HTML page its <title> (else its first text).
 	Body string
 }
 

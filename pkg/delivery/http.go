@@ -270,7 +270,7 @@ func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 	// connection: reading it would outlast the timeout (the context no
 	// longer governs a switched connection), so it is closed unread.
 	if resp.StatusCode >= 200 {
-		se.Body = readErrorBody(resp.Body)
+		se.Body = errorMessage(readErrorBody(resp.Body), resp.Header.Get("Content-Type"))
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	}
 	return se

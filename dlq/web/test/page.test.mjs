@@ -86,6 +86,10 @@ try {
   await page.click("#discard-selected");
   await page.waitForFunction(() => /discarded done: /.test(document.getElementById("status").textContent));
   out.discardStatus = await page.textContent("#status");
+  // The detail pane still shows the forged record (from "Show" above): it
+  // is refreshed to its new state.
+  await page.waitForFunction(() => document.getElementById("detail-title").textContent.includes("(discarded)"), null, { timeout: 5000 }).catch(() => {});
+  out.detailAfterDiscard = await page.textContent("#detail-title");
 
   // A slow redrive of every waiting permanent record, cancelled after its
   // first move: it stops cleanly with the count so far.
