@@ -55,6 +55,7 @@ func TestLogsIdentity(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 kafka: {brokers: [%q], transactional_id: kretry, instance_id: pod-7, session_timeout: 6s}
 app: {url: http://127.0.0.1:1/unused}
+metrics: {listen: ""}
 lag: {interval: 0s}
 topics:
   - name: orders
