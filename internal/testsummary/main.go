@@ -54,6 +54,10 @@ type test struct {
 	name   string
 	output []string
 	action string // pass, fail, skip; "" while running
+	// failed: a run of it failed. A package that runs its tests once per
+	// broker (kafkatest.RunMain) runs each name twice; a pass in the
+	// second run must not hide the first run's failure.
+	failed bool
 }
 
 // pkg is one package's buffered state until its end event.
@@ -173,7 +177,7 @@ func (s *summary) handle(e event) {
 		t.action = e.Action
 		s.passed++
 	case "fail":
-		t.action = e.Action
+		t.action, t.failed = e.Action, true
 		s.failedN++
 	case "skip":
 		t.action = e.Action
@@ -203,7 +207,7 @@ func (s *summary) flush(p *pkg, action string) {
 	failedTests := 0
 	for _, name := range p.order {
 		t := p.tests[name]
-		if t.action == "pass" || t.action == "skip" {
+		if !t.failed && (t.action == "pass" || t.action == "skip") {
 			continue
 		}
 		failedTests++

@@ -111,3 +111,37 @@ func TestSummarizeNoEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestSummarizeFailureInOnePass: a package that runs its tests once per
+// broker fails a test in the first pass and passes it in the second; the
+// summary must still print the first pass's failure (it printed only
+// "FAIL" for the package, with no test named).
+func TestSummarizeFailureInOnePass(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"start","Package":"example.com/p"}`,
+		`{"Action":"output","Package":"example.com/p","Output":"=== broker: embedded\n"}`,
+		`{"Action":"run","Package":"example.com/p","Test":"TestRate"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestRate","Output":"    rate_test.go:83: rate 3.10 records/s, want 5 ±20%\n"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestRate","Output":"--- FAIL: TestRate (10.00s)\n"}`,
+		`{"Action":"fail","Package":"example.com/p","Test":"TestRate"}`,
+		`{"Action":"output","Package":"example.com/p","Output":"=== broker: kafka\n"}`,
+		`{"Action":"run","Package":"example.com/p","Test":"TestRate"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestRate","Output":"--- PASS: TestRate (10.00s)\n"}`,
+		`{"Action":"pass","Package":"example.com/p","Test":"TestRate"}`,
+		`{"Action":"output","Package":"example.com/p","Output":"FAIL\texample.com/p\t20.0s\n"}`,
+		`{"Action":"fail","Package":"example.com/p"}`,
+	}, "\n")
+	var out bytes.Buffer
+	failed, err := summarize(strings.NewReader(in), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !failed {
+		t.Error("failed = false, want true")
+	}
+	for _, w := range []string{"rate_test.go:83: rate 3.10 records/s", "--- FAIL: TestRate", "tests: 1 passed, 1 failed"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("summary lacks %q:\n%s", w, out.String())
+		}
+	}
+}
