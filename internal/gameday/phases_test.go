@@ -19,11 +19,7 @@ import (
 func TestPoisonPhaseWaitsForItsRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		p := Quick()
-		a := &app{seen: map[int64]int{}, done: map[int64]bool{}}
-		ld := &load{topic: "orders", keys: p.Keys, produced: map[int64]order{},
-			send: func(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) { promise(r, nil) }}
-		ph := &phases{ctx: ctx, e: &env{plan: &p, app: a}, load: ld, dlq: &dlqReader{}}
+		p, a, ld, ph := quickPhases(ctx)
 		start := time.Now()
 		dlqAt, stall := start.Add(2*time.Second), start.Add(1950*time.Millisecond)
 		var wg sync.WaitGroup
@@ -65,11 +61,7 @@ func TestPoisonPhaseWaitsForItsRecords(t *testing.T) {
 func TestPhaseEndsOnACaughtUpQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		p := Quick()
-		a := &app{seen: map[int64]int{}, done: map[int64]bool{}}
-		ld := &load{topic: "orders", keys: p.Keys, produced: map[int64]order{},
-			send: func(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) { promise(r, nil) }}
-		ph := &phases{ctx: ctx, e: &env{plan: &p, app: a}, load: ld, dlq: &dlqReader{}}
+		p, _, ld, ph := quickPhases(ctx)
 		start := time.Now()
 		var wg sync.WaitGroup
 		defer wg.Wait()
@@ -120,4 +112,15 @@ func fakeQueue(ctx context.Context, ph *phases, dlqAt time.Time, ackAt func(time
 			}
 		}
 	}
+}
+
+// quickPhases are the phases of the quick plan over an app and a load
+// whose every produce succeeds at once, with no broker.
+func quickPhases(ctx context.Context) (Plan, *app, *load, *phases) {
+	p := Quick()
+	a := &app{seen: map[int64]int{}, done: map[int64]bool{}}
+	ld := &load{topic: "orders", keys: p.Keys, produced: map[int64]order{},
+		send: func(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) { promise(r, nil) }}
+	ph := &phases{ctx: ctx, e: &env{plan: &p, app: a}, load: ld, dlq: &dlqReader{}}
+	return p, a, ld, ph
 }
