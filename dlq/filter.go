@@ -69,9 +69,13 @@ func ParseClasses(s []string) error {
 	return nil
 }
 
+// ParseRef reads a "<partition>/<offset>" record reference, as kretry dlq
+// list prints it (Entry.Ref); ok is false for anything else.
+func ParseRef(s string) (partition int32, offset int64, ok bool) { return parseMarkKey(s) }
+
 // ParseRecord checks a "<partition>/<offset>" record reference.
 func ParseRecord(s string) error {
-	if _, _, ok := parseMarkKey(s); !ok {
+	if _, _, ok := ParseRef(s); !ok {
 		return fmt.Errorf("record %q: want <partition>/<offset>, e.g. 0/42", s)
 	}
 	return nil

@@ -123,11 +123,11 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 			return nil
 		})
 		fs.Func("record", "DLQ record `P/O` (partition/offset), as kretry dlq list prints it; instead of --partition and --offset", func(v string) error {
-			p, o, ok := parseRef(v)
+			p, o, ok := dlq.ParseRef(v)
 			if !ok {
 				return fmt.Errorf("want <partition>/<offset>, e.g. 0/42, as kretry dlq list prints it")
 			}
-			*f.partition, off = p, o
+			*f.partition, off = int(p), o
 			return nil
 		})
 		return f

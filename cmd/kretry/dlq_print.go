@@ -167,21 +167,10 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 
 // spellRef spells a record reference P/O out as "partition P offset O".
 func spellRef(ref string) string {
-	if p, o, ok := parseRef(ref); ok {
+	if p, o, ok := dlq.ParseRef(ref); ok {
 		return fmt.Sprintf("partition %d offset %d", p, o)
 	}
 	return ref
-}
-
-// parseRef reads a record reference P/O, as kretry dlq list prints it.
-func parseRef(ref string) (partition int, offset int64, ok bool) {
-	ps, os, found := strings.Cut(ref, "/")
-	p, err1 := strconv.Atoi(ps)
-	o, err2 := strconv.ParseInt(os, 10, 64)
-	if !found || err1 != nil || err2 != nil || p < 0 || o < 0 {
-		return 0, 0, false
-	}
-	return p, o, true
 }
 
 // progressBar draws moved/total, rate and ETA on one line.
