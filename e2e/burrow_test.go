@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/internal/testlog"
 	"github.com/kretry/kretry/lag"
 )
 
@@ -215,7 +216,7 @@ min-distance=1
 	if err := os.WriteFile(filepath.Join(dir, "burrow.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testlog.Buffer
 	cmd := exec.Command(burrow, "-config-dir", dir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kretry/kretry/internal/kafkatest"
+	"github.com/kretry/kretry/internal/testlog"
 )
 
 // kretryBin is the binary under test, built once by TestMain.
@@ -99,31 +99,13 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// syncBuffer is a bytes.Buffer safe for a subprocess writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a kretry subprocess. Its output is logged only when the test
 // fails; the process is killed at the end of the test if still running.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testlog.Buffer
+	stderr testlog.Buffer
 	done   chan struct{}
 	err    error // of cmd.Wait, valid once done is closed
 }

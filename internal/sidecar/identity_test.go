@@ -1,12 +1,10 @@
 package sidecar_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,10 @@ import (
 
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/sidecar"
+	"github.com/kretry/kretry/internal/testlog"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogsIdentity: at start the sidecar logs, per topic, the instance id
 // and the transactional id its engine uses.
@@ -65,7 +47,7 @@ topics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuf
+	var buf testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = sidecar.Run(ctx, cfg, sidecar.Options{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/testlog"
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
@@ -77,7 +78,7 @@ func testRestartsDuringAnOutage(t *testing.T, restarts int) {
 // defaultGate returns options with a gate configured as kretry's defaults
 // (docs/OVERLOAD.md: window 20, failure_ratio 0.5, wait 1s, max_wait 1m,
 // probes 3, guard 10 / 1m / 0.9) and a log the test can read.
-func (e *env) defaultGate(d delivery.Deliverer) (Options, *overload.Gate, *syncBuffer) {
+func (e *env) defaultGate(d delivery.Deliverer) (Options, *overload.Gate, *testlog.Buffer) {
 	o, _, logs := e.gated(d, true)
 	g := overload.New(overload.Config{
 		Breaker:     overload.BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: time.Minute, Probes: 3},

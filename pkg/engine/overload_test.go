@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,35 +15,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/testlog"
 	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
-// syncBuffer is a log sink shared by the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // gated returns options with an overload gate (short waits) and a log
 // that the test can read.
-func (e *env) gated(d delivery.Deliverer, guard bool) (Options, *overload.Gate, *syncBuffer) {
+func (e *env) gated(d delivery.Deliverer, guard bool) (Options, *overload.Gate, *testlog.Buffer) {
 	o := e.options(d)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	g := overload.New(overload.Config{
 		Breaker:     overload.BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: 200 * time.Millisecond, MaxWait: time.Second, Probes: 2},

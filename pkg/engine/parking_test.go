@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/testlog"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
@@ -351,24 +351,6 @@ func (s *slowRecorder) Deliver(ctx context.Context, m *delivery.Message) error {
 	return s.recorder.Deliver(ctx, m)
 }
 
-// logBuf is a log destination safe for the engine's goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *logBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestHoldLogNamesKeyAndRelease: under on_dead_letter: hold, the line of
 // a blocked key's head dead-lettered names the key and how to release it.
 func TestHoldLogNamesKeyAndRelease(t *testing.T) {
@@ -376,7 +358,7 @@ func TestHoldLogNamesKeyAndRelease(t *testing.T) {
 	e.app.setAnswer(failing(map[string][]error{"v0": {e503, e503, e503}}))
 	e.produce(rec("K", "v0"), rec("K", "v1"))
 	o := e.keyedOptions(e.app, flow.OnDeadLetterHold)
-	var buf logBuf
+	var buf testlog.Buffer
 	o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	eng, _ := e.start(o)
 	eventually(t, "head dead-lettered", func() bool { return eng.Stats().Exhausted.Load() == 1 })
