@@ -21,9 +21,9 @@ import (
 )
 
 // TestBreakKillDashNineDuringAnOutage: the app refuses connections, then
-// answers 503, for longer than the whole tier chain (one tier of 2s: the records that
-// failed before a breaker opened wait on their last tier) while fresh
-// records keep arriving; `kretry run` is killed with SIGKILL while its
+// answers 503, for longer than the whole tier chain (one tier of 2s) while fresh
+// records keep arriving; four records fail first, on four keys (fewer
+// than the breaker needs to open), and wait on the last tier; `kretry run` is killed with SIGKILL while its
 // breaker is open (records held), restarted, killed again while it
 // probes, and restarted. When the app returns every record is
 // acknowledged, none is dead-lettered (issue 11: an outage of any length
@@ -45,10 +45,40 @@ func TestBreakKillDashNineDuringAnOutage(t *testing.T) {
 `)
 	dlq := readTopic(t, addr, retrytopics.DLQTopic("orders"), nil)
 
-	// Fresh records arrive all through the outage, 10 every 200ms.
 	var mu sync.Mutex
 	var ids []string
 	producer := newClient(t, addr)
+	produce := func(ctx context.Context, rs []*kgo.Record) error {
+		if err := producer.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rs {
+			ids = append(ids, id(r.Topic, r.Partition, r.Offset))
+		}
+		return nil
+	}
+	run1 := startKretry(t, "run#1", "run", "-c", cfg)
+
+	// Four records fail first, on four keys: too few to open the breaker
+	// (half of a half-full window of 20), so they move to the tier. The
+	// records that fail in the moments before the breaker opens would not
+	// do: their moves are written with their partition's commit, which
+	// waits behind any record of a lower offset that the open breaker
+	// holds, and that depends on the order the refusals come back in.
+	var seeds []*kgo.Record
+	for i := range 4 {
+		seeds = append(seeds, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "seed-%d", i), Value: fmt.Appendf(nil, "seed-%d", i)})
+	}
+	if err := produce(context.Background(), seeds); err != nil {
+		t.Fatal(err)
+	}
+	first := retrytopics.TierTopic("orders", 2*time.Second) // the last tier too
+	tier := readTopic(t, addr, first, nil)
+	waitFor(t, 60*time.Second, "the 4 first failures in "+first, func() bool { return len(tier.records()) >= len(seeds) }, func() { run1.mustRun(t) })
+
+	// Fresh records arrive all through the outage, 10 every 200ms.
 	ctx, stopProducing := context.WithCancel(context.Background())
 	produced := make(chan struct{})
 	go func() {
@@ -59,30 +89,21 @@ func TestBreakKillDashNineDuringAnOutage(t *testing.T) {
 				n := i*10 + j
 				rs = append(rs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "key-%d", n%97), Value: fmt.Appendf(nil, "order-%d", n)})
 			}
-			if err := producer.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			if produce(ctx, rs) != nil {
 				return
 			}
-			mu.Lock()
-			for _, r := range rs {
-				ids = append(ids, id(r.Topic, r.Partition, r.Offset))
-			}
-			mu.Unlock()
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() { stopProducing(); <-produced })
 
-	run1 := startKretry(t, "run#1", "run", "-c", cfg)
 	waitFor(t, 60*time.Second, "run#1: the breaker open and two failed probe rounds (refused)", func() bool {
 		return logCount(run1, "breaker open: most recent deliveries failed") >= 1 && logCount(run1, "a probe failed") >= 2
 	}, func() { run1.mustRun(t) })
-	// The records that failed before the breaker opened wait in the
-	// first tier; let them come due while the breaker holds them, so that
-	// the next process finds them overdue.
+	// The records in the tier come due while the breaker holds them, so
+	// that the next process finds them overdue.
 	adm := newAdmin(t, addr)
-	first := retrytopics.TierTopic("orders", 2*time.Second) // the last tier too
-	waitFor(t, 60*time.Second, "records in "+first, func() bool { return endOffset(t, adm, first) > 0 }, func() { run1.mustRun(t) })
-	time.Sleep(3 * time.Second) // the outage goes on past the first tier's 2s
+	time.Sleep(3 * time.Second) // the outage goes on past the tier's 2s
 	run1.kill(t)                // records held by the open breaker
 
 	run2 := startKretry(t, "run#2", "run", "-c", cfg)
