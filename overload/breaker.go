@@ -124,9 +124,10 @@ func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
-// a retry, and reports whether the breaker should open.
-func (b *breaker) observe(now time.Time, o Outcome, retry bool) bool {
-	if o.Class != OK && o.Class != Transient {
+// a retry, during being what ended while it was delivered, and reports
+// whether the breaker should open.
+func (b *breaker) observe(now time.Time, o Outcome, retry bool, during tally) bool {
+	if o.Class != OK && o.Class != Transient || o.Class == Transient && b.overtaken(during) {
 		return false
 	}
 	b.recovered()
