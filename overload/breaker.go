@@ -46,7 +46,9 @@ type BreakerConfig struct {
 	// Window, FailureRatio: the breaker opens when at least FailureRatio
 	// of the last Window deliveries (permanent failures left out, at
 	// least Window/2 of them counted) failed transiently, each key's
-	// failure counted once.
+	// failure counted once, and a failure left out when at least Window
+	// deliveries ran during it and fewer than FailureRatio of them failed
+	// (see Clumping in window.go).
 	Window       int
 	FailureRatio float64
 	// Wait before the first probe round, doubled per failed round up to
