@@ -46,7 +46,9 @@ type BreakerConfig struct {
 	// Window, FailureRatio: the breaker opens when at least FailureRatio
 	// of the last Window deliveries (permanent failures left out, at
 	// least Window/2 of them counted) failed transiently, each key's
-	// failure counted once.
+	// failure counted once, and a failure left out when at least Window
+	// deliveries ran during it and fewer than FailureRatio of them failed
+	// (see Clumping in window.go).
 	Window       int
 	FailureRatio float64
 	// Wait before the first probe round, doubled per failed round up to
@@ -124,9 +126,10 @@ func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
-// a retry, and reports whether the breaker should open.
-func (b *breaker) observe(now time.Time, o Outcome, retry bool) bool {
-	if o.Class != OK && o.Class != Transient {
+// a retry, during being what ended while it was delivered, and reports
+// whether the breaker should open.
+func (b *breaker) observe(now time.Time, o Outcome, retry bool, during tally) bool {
+	if o.Class != OK && o.Class != Transient || o.Class == Transient && b.overtaken(during) {
 		return false
 	}
 	b.recovered()

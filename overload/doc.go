@@ -9,7 +9,9 @@
 // The Gate composes, in this order:
 //
 //   - the dependency breaker (breaker.go): most recent deliveries failing
-//     transiently across many keys open it; open, nothing is delivered and
+//     transiently across many keys open it (a slow failure is also judged
+//     over its own flight, so a clump of timeouts that started together
+//     among healthy traffic does not); open, nothing is delivered and
 //     failures are held; after a jittered wait that doubles per failed
 //     round it lets Probes deliveries through; when a majority succeed it
 //     closes and the in-flight limit grows back by one per success (slow

@@ -97,6 +97,10 @@ type Ticket struct {
 	retry  bool
 	round  int
 	permit adaptivelimiter.Permit
+	// start: the gate's tally when the delivery began (timed: set by
+	// Admit), so Done knows what ended during it (see overtaken).
+	start tally
+	timed bool
 }
 
 // Gate is the overload policy of one source topic. See the package doc.
@@ -112,6 +116,8 @@ type Gate struct {
 	wake         time.Time // when a refused Admit may be granted
 	overBudget   time.Time // tier partitions stay paused until then
 	budgetDenied int64
+	ended        tally // OK and transient outcomes so far
+	running      int   // admitted deliveries not yet done
 	expired      map[string]int64
 	prints       map[Fingerprint]int64 // see fingerprint.go
 }
@@ -181,6 +187,8 @@ func (g *Gate) Admit(now time.Time, retry bool, inflight int) (Ticket, bool) {
 		}
 		g.budget.record(now, retry)
 	}
+	t.start, t.timed = g.ended, true
+	g.running++
 	return t, true
 }
 
@@ -204,11 +212,16 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 			t.permit.Record()
 		}
 	}
+	if t.timed {
+		g.running = max(0, g.running-1)
+	}
 	if o.Class == Cancelled {
 		g.breaker.unadmit(t)
 		return Count
 	}
 	g.countFingerprint(o)
+	during := g.ended.since(t, g.running)
+	g.ended.add(o)
 	b := g.breaker
 	if o.Class == OK {
 		b.proven = true
@@ -247,7 +260,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		g.guard.reset()
 		return Hold
 	}
-	if b.observe(now, o, t.retry) {
+	if b.observe(now, o, t.retry, during) {
 		b.open(now, ReasonDependency, o)
 		b.weak = t.retry
 		g.guard.reset()

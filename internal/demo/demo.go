@@ -116,9 +116,6 @@ type Report struct {
 // Tiers are the demo's retry delays (short, so a run takes seconds).
 var Tiers = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}
 
-// DemoBreakerWindow is the demo's breaker.window (see Run).
-const DemoBreakerWindow = 100
-
 // AppTimeout is the demo's app.timeout. At 300ms, on a loaded machine
 // (load 4 on 2 cores), 9 of the first 20 deliveries timed out at the
 // demo's start and opened the breaker, whose probes then found only
@@ -163,13 +160,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cfg.App.MaxInFlight = 32
 	cfg.Metrics.Listen = ""
 	jitter := 0.2
-	// A breaker window of 100 deliveries, not 20: the demo's backlog
-	// drains in about a second, and its records that time out once (1%,
-	// app.timeout 1s) then end together among few others. A 20-delivery
-	// window, which counts deliveries as they end, read that as an outage
-	// in every run, and its probes then met only records failing on their
-	// own (docs/OVERLOAD.md, the known limits).
-	cfg.Topics = []config.Topic{{Name: "orders", Retry: config.Retry{Tiers: Tiers, Jitter: &jitter}, Breaker: config.Breaker{Window: DemoBreakerWindow}}}
+	// The default breaker: its records that time out once (1%, app.timeout
+	// 1s) end together, but the breaker judges each over its own flight,
+	// during which the rest of the backlog succeeded (docs/OVERLOAD.md,
+	// clumping).
+	cfg.Topics = []config.Topic{{Name: "orders", Retry: config.Retry{Tiers: Tiers, Jitter: &jitter}}}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
