@@ -126,8 +126,9 @@ func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
-// a retry, during being what ended while it was delivered, and reports
-// whether the breaker should open.
+// of weak evidence (retry true: a retry, or a released parked record; see
+// Outcome.Released), during being what ended while it was delivered, and
+// reports whether the breaker should open.
 func (b *breaker) observe(now time.Time, o Outcome, retry bool, during tally) bool {
 	if o.Class != OK && o.Class != Transient || o.Class == Transient && b.overtaken(during) {
 		return false
@@ -282,7 +283,7 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	need := b.cfg.Probes/2 + 1
 	if failed {
-		if !t.retry && !o.Again {
+		if !t.retry && !o.Released && !o.Again {
 			b.weak = false // a fresh record fails too: an outage
 		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {

@@ -45,6 +45,15 @@ type Outcome struct {
 	// record failing again — so it does not count towards opening the
 	// breaker or tripping the guard; its success counts.
 	Again bool
+	// Released: a parked record released after its key's earlier record
+	// finished. Its key failed before, so its failure, like a retry's, is
+	// weak evidence of the dependency: it counts in the retry window,
+	// not the first attempts' (see breaker.observe). Without this, the
+	// parked records of keys whose every first attempt fails, once the
+	// other keys' records are all delivered, read as an outage and were
+	// held for ever (e2e TestFaultSuite, KRETRY_TEST_FAULT=overload). It
+	// is a first attempt for the retry budget all the same.
+	Released bool
 }
 
 // Verdict is what the engine does with a finished delivery.
@@ -256,13 +265,13 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		// on every restart. Poison is still dead-lettered: once the
 		// probes succeed, the held record's next failure counts.
 		b.open(now, ReasonDependency, o)
-		b.weak = t.retry
+		b.weak = t.retry || o.Released
 		g.guard.reset()
 		return Hold
 	}
-	if b.observe(now, o, t.retry, during) {
+	if b.observe(now, o, t.retry || o.Released, during) {
 		b.open(now, ReasonDependency, o)
-		b.weak = t.retry
+		b.weak = t.retry || o.Released
 		g.guard.reset()
 		return Hold
 	}

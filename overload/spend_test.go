@@ -171,3 +171,44 @@ func TestQuietSourceKeepsTheGuardOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestReleasedRecordsAreWeakEvidence: the source is drained and only the
+// parked records of twelve keys are left, released one by one, each
+// failing its first attempt (keys whose records all need a retry: the
+// fault suite's mix once its other keys are done). Their keys failed
+// before, so their failures are weak evidence, as retries are: the
+// breaker may open on them, but after weakRounds lost probe rounds of
+// such records it closes and they walk their tiers, instead of being
+// held for ever (before Outcome.Released they opened it as an outage,
+// and KRETRY_TEST_FAULT=overload never drained).
+func TestReleasedRecordsAreWeakEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{MaxInFlight: 4,
+			Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}})
+		released := func(i int) Outcome {
+			return Outcome{Class: Transient, Key: fmt.Sprint("k", i%12), ID: fmt.Sprint("orders/0/", i), Answer: "503", Message: "status 503", Released: true}
+		}
+		state := func() State { return g.Snapshot(time.Now()).State }
+		for i := 0; state() == Closed && i < 200; i++ {
+			tk, ok := g.Admit(time.Now(), false, 0) // a first attempt to the budget
+			if !ok {
+				t.Fatalf("released record %d not admitted while closed", i)
+			}
+			g.Done(time.Now(), tk, released(i))
+		}
+		if state() == Closed {
+			return // never opened: nothing held
+		}
+		rounds := probeRounds(t, g, weakRounds+3, func(int, int) bool { return false }, func(i int) Outcome {
+			o := released(i)
+			o.Again = true // held when the breaker opened
+			return o
+		})
+		if state() != Closed || len(rounds) != weakRounds {
+			t.Fatalf("after probe rounds %v of released records the breaker is %v, want closed after %d lost rounds", rounds, state(), weakRounds)
+		}
+		if last := rounds[len(rounds)-1]; last[len(last)-1] != Spend {
+			t.Errorf("the last lost round's verdicts %v: want the last %v (its attempt counts)", last, Spend)
+		}
+	})
+}

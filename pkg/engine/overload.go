@@ -64,16 +64,17 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
 }
 
 // freshFirst moves the newest lane whose next record is a first attempt
-// that was never held to the front of q and reports whether there was
-// one: a probe should test the dependency as it is now, not a record that
-// failed already (it may fail for reasons of its own), nor the next of a
-// block of records that failed together (a synchronised failure of many
-// keys opens the breaker as an outage does; the records after it show
-// that the app is fine).
+// from the source that was never held to the front of q and reports
+// whether there was one: a probe should test the dependency as it is now,
+// not a record that failed already (it may fail for reasons of its own),
+// nor a parked record, whose key failed before (overload.Outcome.Released),
+// nor the next of a block of records that failed together (a synchronised
+// failure of many keys opens the breaker as an outage does; the records
+// after it show that the app is fine).
 func freshFirst(q []*lane) bool {
 	for i := len(q) - 1; i >= 0; i-- {
 		l := q[i]
-		if en := l.wait; l.running == nil && len(en) > 0 && !en[0].held && en[0].q.stage <= 0 { // source or parking: a first attempt
+		if en := l.wait; l.running == nil && len(en) > 0 && !en[0].held && en[0].q.stage == 0 { // the source
 			copy(q[1:i+1], q[:i])
 			q[0] = l
 			return true
@@ -95,7 +96,8 @@ func (e *Engine) gateDone(r *result) overload.Verdict {
 	}
 	t := r.en.ticket
 	r.en.ticket = overload.Ticket{}
-	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held}
+	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held,
+		Released: r.en.q.stage == parkStage}
 	if r.en.rec.Key == nil {
 		o.Key = o.ID
 	}
