@@ -183,6 +183,10 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := snap.CheckRecords(s.clients[r.PathValue("topic")].t.DLQ, []string{ref}); err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
 	for _, e := range snap.Entries {
 		if e.Ref() == ref {
 			writeJSON(w, http.StatusOK, e.JSON(true))

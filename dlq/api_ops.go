@@ -126,7 +126,7 @@ func moveCode(err error) int {
 	switch {
 	case errors.Is(err, ErrBusy):
 		return http.StatusConflict
-	case errors.Is(err, ErrNotDLQ), errors.Is(err, errBadRequest):
+	case errors.Is(err, ErrNotDLQ), errors.Is(err, errBadRequest), errors.Is(err, ErrNoRecord):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

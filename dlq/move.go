@@ -108,7 +108,8 @@ var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took 
 // DLQ, and moves the selected waiting records at req.Rate, in batches of
 // one transaction each, until done or ctx ends (Result.Stopped; what was
 // committed stays moved, and a rerun continues). Records that cannot be
-// redriven (Entry.Problem) are refused and listed, never moved.
+// redriven (Entry.Problem) are refused and listed, never moved. A
+// Filter.Records reference outside the DLQ is an ErrNoRecord.
 func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	start := c.clk.Now()
 	if err := c.check(&req); err != nil {
@@ -125,6 +126,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	if req.DryRun {
 		snap, err := c.Read(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
 			return nil, err
 		}
 		c.selectEntries(snap, &req, res)
@@ -147,6 +151,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	defer tx.Close()
+	if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
+		return nil, err
+	}
 	c.selectEntries(snap, &req, res)
 	c.log.Info("dlq operation started", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"filter", req.Filter.String(), "limit", req.Limit, "rate", req.Rate, "selected", res.Selected, "refused", len(res.Refused))

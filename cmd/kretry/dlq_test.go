@@ -168,3 +168,30 @@ func TestDLQRefusesATinyRate(t *testing.T) {
 		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
 	}
 }
+
+// TestDLQRefusesARecordOutsideTheDLQ: --record naming a partition the DLQ
+// does not have, or an offset outside [log start, last stable offset), is a
+// usage error naming the partition and what the DLQ holds, for every
+// subcommand that takes it; "selected 0" read as done.
+func TestDLQRefusesARecordOutsideTheDLQ(t *testing.T) {
+	path := dlqEnv(t)
+	for _, c := range []struct{ ref, want string }{
+		{"9/9", "orders.dlq has no partition 9: it has 1 partitions (0 to 0)"},
+		{"0/4", "partition 0 of orders.dlq holds offsets 0 to 3"},
+	} {
+		for _, sub := range [][]string{{"redrive"}, {"redrive", "--dry-run"}, {"discard", "--reason", "x"}, {"list"}, {"show"}} {
+			args := append(append([]string{"dlq"}, sub...), "-c", path, "--topic", "orders", "--record", c.ref, "--quiet")
+			if sub[0] == "list" || sub[0] == "show" {
+				args = args[:len(args)-1]
+			}
+			code, out, errs := kretry(t, args...)
+			if code != exitUsage || !strings.Contains(errs, "record "+c.ref+": "+c.want) {
+				t.Errorf("%v --record %s: exit %d, want %d naming %q\n%s%s", sub, c.ref, code, exitUsage, c.want, out, errs)
+			}
+		}
+	}
+	code, out, _ := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	if code != exitOK || !strings.Contains(out, "waiting 4") {
+		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
+	}
+}
