@@ -17,12 +17,12 @@ import (
 // A discard without a reason is refused naming the JSON field, and the log
 // says it was refused, why, and never that it was requested or started; an
 // accepted discard logs the effective rate (the default, 10/s, when the
-// request has none) and its reason.
+// request has none) and its reason, and its end without an empty error.
 func TestAdminAPILogsRefusalsRateAndReason(t *testing.T) {
 	e := newEnv(t, 2, 50*time.Millisecond)
-	c := e.client()
-	snap := deadLetter(t, e, c, 2)
 	var logs testlog.Buffer
+	c := e.client(dlq.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	snap := deadLetter(t, e, c, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken,
@@ -55,6 +55,12 @@ func TestAdminAPILogsRefusalsRateAndReason(t *testing.T) {
 	started := logs.Lines("admin API: operation started")
 	if len(started) != 1 || !strings.Contains(started[0], "rate=10 ") || !strings.Contains(started[0], `reason="duplicate of order 7"`) || !strings.Contains(started[0], "op="+op.Op) {
 		t.Fatalf("started log lines: %q, want one with op=%s rate=10 and the reason", started, op.Op)
+	}
+	eventually(t, "the end logged", func() bool { return len(logs.Lines("admin API: operation ended")) == 1 })
+	for _, msg := range []string{"admin API: operation ended", "dlq operation ended"} {
+		if l := logs.Lines(msg); len(l) != 1 || !strings.Contains(l[0], "moved=1 ") || strings.Contains(l[0], "err") {
+			t.Errorf("%q lines: %q, want one with moved=1 and no err=<nil> or error=\"\"", msg, l)
+		}
 	}
 }
 

@@ -160,8 +160,12 @@ func (s *Server) start(c *Client, topic string, req Request) (*opState, error) {
 			failed <- err
 		}
 		if res != nil {
-			s.log.Info("admin API: operation ended", "op", res.Op, "action", req.Action, "topic", topic, "by", req.By,
-				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State, "error", st.Error)
+			attrs := []any{"op", res.Op, "action", req.Action, "topic", topic, "by", req.By,
+				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State}
+			if err != nil {
+				attrs = append(attrs, "error", err.Error()) // no error="" on success
+			}
+			s.log.Info("admin API: operation ended", attrs...)
 		}
 	}()
 	select {

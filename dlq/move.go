@@ -165,8 +165,12 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		c.waitMarksStable(ctx) // a Read after Move sees what it moved
 	}
 	res.Elapsed = c.clk.Now().Sub(start)
-	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
-		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped, "err", err)
+	attrs := []any{"op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
+		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped}
+	if err != nil {
+		attrs = append(attrs, "err", err) // no err=<nil> on success
+	}
+	c.log.Info("dlq operation ended", attrs...)
 	return res, err
 }
 
