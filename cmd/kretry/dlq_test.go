@@ -195,3 +195,28 @@ func TestDLQRefusesARecordOutsideTheDLQ(t *testing.T) {
 		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
 	}
 }
+
+// TestDLQStatusWithoutOneIsADash: a record without an HTTP status shows
+// STATUS "-" in stats' fingerprints and in a dry run, as dlq list shows
+// it, never 0.
+func TestDLQStatusWithoutOneIsADash(t *testing.T) {
+	path := dlqEnv(t)
+	code, out, errs := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	var row string
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, " unreadable ") {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); code != exitOK || len(f) < 4 || f[3] != "-" {
+		t.Errorf("stats: exit %d, the unreadable fingerprint row %q, want STATUS -\n%s%s", code, row, out, errs)
+	}
+	code, out, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--class", "unreadable")
+	if code != exitOK || !strings.Contains(out, " unreadable  -  ") {
+		t.Errorf("list: exit %d, want STATUS -\n%s%s", code, out, errs)
+	}
+	code, out, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders", "--class", "unreadable", "--reason", "x", "--dry-run")
+	if code != exitOK || !strings.Contains(out, " unreadable -  ") {
+		t.Errorf("discard --dry-run: exit %d, want the status as -\n%s%s", code, out, errs)
+	}
+}
