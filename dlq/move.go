@@ -72,8 +72,8 @@ type Progress struct {
 	Total   int           `json:"total"` // records selected to move
 	Moved   int           `json:"moved"` // committed so far
 	Elapsed time.Duration `json:"elapsed_ns"`
-	Rate    float64       `json:"rate"`   // records/s so far
-	ETA     time.Duration `json:"eta_ns"` // at the rate so far
+	Rate    float64       `json:"rate"`   // records/s so far; 0 (unknown) before the second move
+	ETA     time.Duration `json:"eta_ns"` // at the rate so far; 0 while the rate is unknown
 }
 
 // Refusal is a selected record that cannot be moved, with the reason.
@@ -424,8 +424,12 @@ func (c *Client) report(req *Request, res *Result, start time.Time) {
 	}
 	el := c.clk.Now().Sub(start)
 	p := Progress{Op: res.Op, Action: req.Action, Total: len(res.Entries), Moved: res.Moved, Elapsed: el}
-	if s := el.Seconds(); s > 0 {
-		p.Rate = float64(res.Moved) / s
+	// The first move is not paced (the token bucket's burst of one): the
+	// rate is of the moves after it, over the time since it, and unknown
+	// (0) until there are two. Moved/elapsed read 100/s or more after the
+	// first record of a 1/s redrive.
+	if s := el.Seconds(); s > 0 && res.Moved >= 2 {
+		p.Rate = float64(res.Moved-1) / s
 	}
 	if p.Rate > 0 {
 		p.ETA = time.Duration(float64(p.Total-p.Moved) / p.Rate * float64(time.Second))

@@ -190,7 +190,11 @@ func (b *progressBar) update(p dlq.Progress) {
 	if p.Total > 0 {
 		fill = p.Moved * width / p.Total
 	}
-	fmt.Fprintf(b.w, "\r[%s%s] %d/%d  %.1f/s  ETA %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Moved, p.Total, p.Rate, p.ETA.Round(time.Second))
+	pace := "" // no rate until there is one (dlq.Progress.Rate)
+	if p.Rate > 0 {
+		pace = fmt.Sprintf("  %.1f/s  ETA %s", p.Rate, p.ETA.Round(time.Second))
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d%s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Moved, p.Total, pace)
 	b.drawn = true
 }
 

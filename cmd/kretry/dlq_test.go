@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
@@ -218,5 +219,21 @@ func TestDLQStatusWithoutOneIsADash(t *testing.T) {
 	code, out, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders", "--class", "unreadable", "--reason", "x", "--dry-run")
 	if code != exitOK || !strings.Contains(out, " unreadable -  ") {
 		t.Errorf("discard --dry-run: exit %d, want the status as -\n%s%s", code, out, errs)
+	}
+}
+
+// TestProgressBarPrintsNoRateBeforeThereIsOne: dlq.Progress has no rate
+// before the second move; the bar then prints none rather than "0.0/s".
+func TestProgressBarPrintsNoRateBeforeThereIsOne(t *testing.T) {
+	var b bytes.Buffer
+	bar := &progressBar{w: &b}
+	bar.update(dlq.Progress{Total: 2, Moved: 1})
+	if strings.Contains(b.String(), "/s") || strings.Contains(b.String(), "ETA") {
+		t.Errorf("after the first move: %q, want no rate or ETA", b.String())
+	}
+	b.Reset()
+	bar.update(dlq.Progress{Total: 2, Moved: 2, Rate: 1, Elapsed: time.Second})
+	if !strings.Contains(b.String(), "2/2  1.0/s  ETA 0s") {
+		t.Errorf("after the second move: %q, want 2/2  1.0/s  ETA 0s", b.String())
 	}
 }
