@@ -137,12 +137,12 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request) (*Snapshot, bool) 
 func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 	spec, err := specFromQuery(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.badQuery(w, r, err.Error())
 		return
 	}
 	f, err := spec.Filter()
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.badQuery(w, r, err.Error())
 		return
 	}
 	snap, ok := s.read(w, r)
@@ -152,7 +152,7 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 	limit := 1000
 	if v := r.URL.Query().Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive number of records", v))
+			s.badQuery(w, r, fmt.Sprintf("limit %q: want a positive number of records", v))
 			return
 		}
 	}
@@ -176,11 +176,15 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("partition") + "/" + r.PathValue("offset")
 	if err := ParseRecord(ref); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.badQuery(w, r, err.Error())
 		return
 	}
 	snap, ok := s.read(w, r)
 	if !ok {
+		return
+	}
+	if err := snap.CheckRecords(s.clients[r.PathValue("topic")].t.DLQ, []string{ref}); err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	for _, e := range snap.Entries {
@@ -190,6 +194,12 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, "no record "+ref+" in the DLQ")
+}
+
+// badQuery answers a read request 400 with msg and logs the refusal.
+func (s *Server) badQuery(w http.ResponseWriter, r *http.Request, msg string) {
+	s.log.Info("admin API: request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", http.StatusBadRequest, "error", msg)
+	writeError(w, http.StatusBadRequest, msg)
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {

@@ -73,3 +73,34 @@ func TestAdminAPIRefusesBadRequests(t *testing.T) {
 		t.Fatalf("stats after refused requests: %d %s, want 5 waiting", code, b)
 	}
 }
+
+// TestAdminAPIRefusesARecordOutsideTheDLQ: a record reference to a
+// partition the DLQ does not have, or past a partition's end, is a 400 for
+// a move (dry run or not) and a 404 for GET, in the words of kretry dlq,
+// naming the partition and what the DLQ holds; nothing moves.
+func TestAdminAPIRefusesARecordOutsideTheDLQ(t *testing.T) {
+	e, srv := apiEnv(t)
+	src := e.plan.Source
+	before := endOffsets(t, e, e.plan.Tiers[0].Topic, e.plan.DLQ)
+	for _, c := range []struct{ ref, want string }{
+		{"9/9", e.plan.DLQ + " has no partition 9: it has 2 partitions (0 to 1)"},
+		{"1/999", "partition 1 of " + e.plan.DLQ + " holds offsets 0 to"},
+	} {
+		want := "record " + c.ref + ": " + c.want
+		for _, body := range []string{`{"filter":{"records":["` + c.ref + `"]},"reason":"x"}`, `{"filter":{"records":["` + c.ref + `"]},"reason":"x","dry_run":true}`} {
+			for _, action := range []string{"redrive", "discard"} {
+				code, b := rawCall(t, srv, "POST", "/api/topics/"+src+"/"+action, testToken, strings.NewReader(body))
+				if code != http.StatusBadRequest || !strings.Contains(b, want) {
+					t.Errorf("%s %s: %d %s, want 400 with %q", action, body, code, b, want)
+				}
+			}
+		}
+		code, b := rawCall(t, srv, "GET", "/api/topics/"+src+"/records/"+c.ref, testToken, nil)
+		if code != http.StatusNotFound || !strings.Contains(b, want) {
+			t.Errorf("GET record %s: %d %s, want 404 with %q", c.ref, code, b, want)
+		}
+	}
+	if after := endOffsets(t, e, e.plan.Tiers[0].Topic, e.plan.DLQ); !mapsEqual(before, after) {
+		t.Fatalf("refused requests wrote: end offsets %v, then %v", before, after)
+	}
+}

@@ -17,12 +17,12 @@ import (
 // A discard without a reason is refused naming the JSON field, and the log
 // says it was refused, why, and never that it was requested or started; an
 // accepted discard logs the effective rate (the default, 10/s, when the
-// request has none) and its reason.
+// request has none) and its reason, and its end without an empty error.
 func TestAdminAPILogsRefusalsRateAndReason(t *testing.T) {
 	e := newEnv(t, 2, 50*time.Millisecond)
-	c := e.client()
-	snap := deadLetter(t, e, c, 2)
 	var logs testlog.Buffer
+	c := e.client(dlq.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	snap := deadLetter(t, e, c, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken,
@@ -55,5 +55,57 @@ func TestAdminAPILogsRefusalsRateAndReason(t *testing.T) {
 	started := logs.Lines("admin API: operation started")
 	if len(started) != 1 || !strings.Contains(started[0], "rate=10 ") || !strings.Contains(started[0], `reason="duplicate of order 7"`) || !strings.Contains(started[0], "op="+op.Op) {
 		t.Fatalf("started log lines: %q, want one with op=%s rate=10 and the reason", started, op.Op)
+	}
+	eventually(t, "the end logged", func() bool { return len(logs.Lines("admin API: operation ended")) == 1 })
+	for _, msg := range []string{"admin API: operation ended", "dlq operation ended"} {
+		if l := logs.Lines(msg); len(l) != 1 || !strings.Contains(l[0], "moved=1 ") || strings.Contains(l[0], "err") {
+			t.Errorf("%q lines: %q, want one with moved=1 and no err=<nil> or error=\"\"", msg, l)
+		}
+	}
+}
+
+// Every refused move is logged, also a body that does not parse and a bad
+// rate, and the answer is in the API's words (the field, what it wants,
+// what it got), not Go's unmarshal message; a bad query of a read is
+// logged too.
+func TestAdminAPILogsEveryRefusalInItsOwnWords(t *testing.T) {
+	e := newEnv(t, 1, 50*time.Millisecond)
+	c := e.client()
+	deadLetter(t, e, c, 1)
+	var logs testlog.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken,
+		slog.New(slog.NewTextHandler(&logs, nil)), "test")
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	path := "/api/topics/" + e.plan.Source + "/redrive"
+	for _, tc := range []struct{ body, want string }{
+		{`{"rate":"fast"}`, `rate: want a number of records per second, got \"fast\"`},
+		{`{"limit":"all"}`, `limit: want a whole number of records (0: all), got \"all\"`},
+		{`{"filter":{"status":["503"]}}`, `filter.status: want a list of HTTP statuses such as [422, 503], got [\"503\"]`},
+		{`{"dry_run":"yes"}`, `dry_run: want true or false, got \"yes\"`},
+		{`{"rate":`, `request body: the JSON ends too early`},
+		{`not json`, `request body: not JSON (at byte 2)`},
+		{`[1]`, `request body: want a JSON object, got a JSON array`},
+		{``, `request body is empty`},
+		{`{"speed":5}`, `request body: unknown field \"speed\": a MoveRequest has filter, limit, rate`},
+		{`{"rate":-1}`, `rate -1: want records/s above 0`},
+		{`{"rate":0.001}`, `rate 0.001 records/s is below the floor`},
+	} {
+		before := len(logs.Lines("admin API: operation refused"))
+		code, b := rawCall(t, srv, "POST", path, testToken, strings.NewReader(tc.body))
+		if code != http.StatusBadRequest || !strings.Contains(b, tc.want) || strings.Contains(b, "json:") || strings.Contains(b, "Go ") {
+			t.Errorf("body %s: %d %s, want 400 with %s", tc.body, code, b, tc.want)
+		}
+		l := logs.Lines("admin API: operation refused")
+		said, _, _ := strings.Cut(tc.want, `\"`) // the log quotes quotes again
+		if len(l) != before+1 || !strings.Contains(l[len(l)-1], "status=400") || !strings.Contains(l[len(l)-1], "action=redriven") || !strings.Contains(l[len(l)-1], said) {
+			t.Errorf("body %s: refusal log lines %q, want one more with status=400, action=redriven and the error", tc.body, l[before:])
+		}
+	}
+	code, b := rawCall(t, srv, "GET", "/api/topics/"+e.plan.Source+"/records?status=abc", testToken, nil)
+	if l := logs.Lines("admin API: request refused"); code != http.StatusBadRequest || len(l) != 1 || !strings.Contains(l[0], `status \"abc\"`) {
+		t.Errorf("GET with a bad status: %d %s, log lines %q, want 400 and one refusal line naming the status", code, b, l)
 	}
 }

@@ -2,10 +2,8 @@ package dlq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,21 +35,18 @@ func (s *Server) move(action string) http.HandlerFunc {
 		if c == nil {
 			return
 		}
-		var body MoveRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			code, msg := http.StatusBadRequest, "request body: "+err.Error()
-			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-				code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes: send a filter, not the records", maxBody)
-			}
-			writeError(w, code, msg)
-			return
+		by := r.Header.Get("X-Kretry-By")
+		body, code, err := decodeMove(w, r)
+		if body.By != "" {
+			by = body.By
 		}
-		// One JSON object and nothing after it: a second object (say
-		// {"dry_run":true}) would otherwise be ignored and the move run.
-		if err := dec.Decode(&struct{}{}); err != io.EOF {
-			writeError(w, http.StatusBadRequest, "request body: data after the JSON object: send one MoveRequest object, nothing after it")
+		if by == "" {
+			by = "admin-api"
+		}
+		by += " (admin API from " + r.RemoteAddr + ")"
+		topic := r.PathValue("topic")
+		if err != nil {
+			s.refuse(w, code, err, "action", action, "topic", topic, "by", by)
 			return
 		}
 		f, err := body.Filter.Filter()
@@ -62,27 +57,18 @@ func (s *Server) move(action string) http.HandlerFunc {
 			err = CheckRate(body.Rate) // the message names "rate", the field
 		}
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			s.refuse(w, http.StatusBadRequest, err, "action", action, "topic", topic, "by", by)
 			return
 		}
-		by := body.By
-		if by == "" {
-			by = r.Header.Get("X-Kretry-By")
-		}
-		if by == "" {
-			by = "admin-api"
-		}
-		by += " (admin API from " + r.RemoteAddr + ")"
 		req := Request{Action: action, Filter: f, Limit: body.Limit, Rate: body.Rate, DryRun: body.DryRun, Reason: body.Reason, By: by, Version: s.version}
-		topic := r.PathValue("topic")
 		if action == ActionDiscard && strings.TrimSpace(body.Reason) == "" {
-			s.refuse(w, http.StatusBadRequest, errors.New(`a discard needs a reason: set the JSON field "reason" to why the records are not delivered (kept in the marks for audit)`), topic, req)
+			s.refuse(w, http.StatusBadRequest, errors.New(`a discard needs a reason: set the JSON field "reason" to why the records are not delivered (kept in the marks for audit)`), opAttrs(topic, req)...)
 			return
 		}
 		if req.DryRun {
 			res, err := c.Move(r.Context(), req)
 			if err != nil {
-				s.refuse(w, moveCode(err), err, topic, req)
+				s.refuse(w, moveCode(err), err, opAttrs(topic, req)...)
 				return
 			}
 			entries := make([]EntryJSON, 0, len(res.Entries))
@@ -94,7 +80,7 @@ func (s *Server) move(action string) http.HandlerFunc {
 		}
 		st, err := s.start(c, topic, req)
 		if err != nil {
-			s.refuse(w, moveCode(err), err, topic, req)
+			s.refuse(w, moveCode(err), err, opAttrs(topic, req)...)
 			return
 		}
 		writeJSON(w, http.StatusAccepted, st.snapshot(s))
@@ -102,9 +88,9 @@ func (s *Server) move(action string) http.HandlerFunc {
 }
 
 // refuse answers a move request with code and err, and logs the refusal
-// with its reason.
-func (s *Server) refuse(w http.ResponseWriter, code int, err error, topic string, req Request) {
-	s.log.Info("admin API: operation refused", append(opAttrs(topic, req), "status", code, "error", err.Error())...)
+// with its reason; attrs say what was asked, as far as it was read.
+func (s *Server) refuse(w http.ResponseWriter, code int, err error, attrs ...any) {
+	s.log.Info("admin API: operation refused", append(attrs, "status", code, "error", err.Error())...)
 	writeError(w, code, err.Error())
 }
 
@@ -126,7 +112,7 @@ func moveCode(err error) int {
 	switch {
 	case errors.Is(err, ErrBusy):
 		return http.StatusConflict
-	case errors.Is(err, ErrNotDLQ), errors.Is(err, errBadRequest):
+	case errors.Is(err, ErrNotDLQ), errors.Is(err, errBadRequest), errors.Is(err, ErrNoRecord):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
@@ -174,8 +160,12 @@ func (s *Server) start(c *Client, topic string, req Request) (*opState, error) {
 			failed <- err
 		}
 		if res != nil {
-			s.log.Info("admin API: operation ended", "op", res.Op, "action", req.Action, "topic", topic, "by", req.By,
-				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State, "error", st.Error)
+			attrs := []any{"op", res.Op, "action", req.Action, "topic", topic, "by", req.By,
+				"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "state", st.State}
+			if err != nil {
+				attrs = append(attrs, "error", err.Error()) // no error="" on success
+			}
+			s.log.Info("admin API: operation ended", attrs...)
 		}
 	}()
 	select {

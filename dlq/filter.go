@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -167,4 +168,30 @@ func (f *Filter) String() string {
 		add("records", strings.Join(f.Records, ","))
 	}
 	return strings.Join(parts, " ")
+}
+
+// ErrNoRecord reports a record reference ("<partition>/<offset>") outside
+// the DLQ: a partition it does not have, or an offset outside the
+// partition's [log start offset, last stable offset).
+var ErrNoRecord = errors.New("no such record in the DLQ")
+
+// CheckRecords returns an ErrNoRecord naming the first of refs (checked
+// references) that lies outside snap, which was read from topic: a filter
+// that names it would select nothing, which an operator reads as "done".
+func (snap *Snapshot) CheckRecords(topic string, refs []string) error {
+	for _, ref := range refs {
+		p, o, _ := ParseRef(ref)
+		end, ok := snap.Ends[p]
+		if !ok {
+			return fmt.Errorf("%w: record %s: %s has no partition %d: it has %d partitions (0 to %d)", ErrNoRecord, ref, topic, p, len(snap.Ends), len(snap.Ends)-1)
+		}
+		start := snap.Starts[p]
+		switch {
+		case start == end:
+			return fmt.Errorf("%w: record %s: partition %d of %s holds no records (log start offset and last stable offset %d)", ErrNoRecord, ref, p, topic, end)
+		case o < start || o >= end:
+			return fmt.Errorf("%w: record %s: partition %d of %s holds offsets %d to %d (log start offset %d, last stable offset %d)", ErrNoRecord, ref, p, topic, start, end-1, start, end)
+		}
+	}
+	return nil
 }

@@ -72,8 +72,8 @@ type Progress struct {
 	Total   int           `json:"total"` // records selected to move
 	Moved   int           `json:"moved"` // committed so far
 	Elapsed time.Duration `json:"elapsed_ns"`
-	Rate    float64       `json:"rate"`   // records/s so far
-	ETA     time.Duration `json:"eta_ns"` // at the rate so far
+	Rate    float64       `json:"rate"`   // records/s so far; 0 (unknown) before the second move
+	ETA     time.Duration `json:"eta_ns"` // at the rate so far; 0 while the rate is unknown
 }
 
 // Refusal is a selected record that cannot be moved, with the reason.
@@ -108,7 +108,8 @@ var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took 
 // DLQ, and moves the selected waiting records at req.Rate, in batches of
 // one transaction each, until done or ctx ends (Result.Stopped; what was
 // committed stays moved, and a rerun continues). Records that cannot be
-// redriven (Entry.Problem) are refused and listed, never moved.
+// redriven (Entry.Problem) are refused and listed, never moved. A
+// Filter.Records reference outside the DLQ is an ErrNoRecord.
 func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	start := c.clk.Now()
 	if err := c.check(&req); err != nil {
@@ -125,6 +126,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	if req.DryRun {
 		snap, err := c.Read(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
 			return nil, err
 		}
 		c.selectEntries(snap, &req, res)
@@ -147,6 +151,9 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	defer tx.Close()
+	if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
+		return nil, err
+	}
 	c.selectEntries(snap, &req, res)
 	c.log.Info("dlq operation started", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"filter", req.Filter.String(), "limit", req.Limit, "rate", req.Rate, "selected", res.Selected, "refused", len(res.Refused))
@@ -158,8 +165,12 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		c.waitMarksStable(ctx) // a Read after Move sees what it moved
 	}
 	res.Elapsed = c.clk.Now().Sub(start)
-	c.log.Info("dlq operation ended", "op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
-		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped, "err", err)
+	attrs := []any{"op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
+		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped}
+	if err != nil {
+		attrs = append(attrs, "err", err) // no err=<nil> on success
+	}
+	c.log.Info("dlq operation ended", attrs...)
 	return res, err
 }
 
@@ -413,8 +424,12 @@ func (c *Client) report(req *Request, res *Result, start time.Time) {
 	}
 	el := c.clk.Now().Sub(start)
 	p := Progress{Op: res.Op, Action: req.Action, Total: len(res.Entries), Moved: res.Moved, Elapsed: el}
-	if s := el.Seconds(); s > 0 {
-		p.Rate = float64(res.Moved) / s
+	// The first move is not paced (the token bucket's burst of one): the
+	// rate is of the moves after it, over the time since it, and unknown
+	// (0) until there are two. Moved/elapsed read 100/s or more after the
+	// first record of a 1/s redrive.
+	if s := el.Seconds(); s > 0 && res.Moved >= 2 {
+		p.Rate = float64(res.Moved-1) / s
 	}
 	if p.Rate > 0 {
 		p.ETA = time.Duration(float64(p.Total-p.Moved) / p.Rate * float64(time.Second))

@@ -105,3 +105,31 @@ func TestRateFiveOnTheRealClock(t *testing.T) {
 		t.Logf("slower than %.0f -20%%: the moves' transactions took longer than the rate allows on this machine", perSecond)
 	}
 }
+
+// TestProgressRateIsHonest: at 1 record/s the progress says no rate after
+// the first move (which the token bucket lets through at once) and then the
+// pace of the moves after it, never above the limit: Moved/elapsed read 2/s
+// after two records moved 1s apart, and 100/s or more on the real clock
+// after the first.
+func TestProgressRateIsHonest(t *testing.T) {
+	e := newEnv(t, 2, 50*time.Millisecond)
+	c := e.client()
+	deadLetter(t, e, c, 3)
+	var got []dlq.Progress
+	res, err := e.client(dlq.WithClock(dlq.NewFakeClock())).Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Reason: "rate test", Rate: 1,
+		Progress: func(p dlq.Progress) { got = append(got, p) }})
+	if err != nil || res.Moved != 3 {
+		t.Fatalf("moved %+v, %v; want 3", res, err)
+	}
+	for _, p := range got {
+		switch {
+		case p.Moved < 2 && (p.Rate != 0 || p.ETA != 0):
+			t.Errorf("after %d moved: rate %.2f/s, ETA %v; want none yet", p.Moved, p.Rate, p.ETA)
+		case p.Moved >= 2 && (p.Rate <= 0 || p.Rate > 1.01):
+			t.Errorf("after %d moved in %v: rate %.2f/s, want the pace after the first move, at most 1/s", p.Moved, p.Elapsed, p.Rate)
+		}
+	}
+	if len(got) < 2 {
+		t.Fatalf("progress %+v, want a report per transaction (the records are 1s apart)", got)
+	}
+}

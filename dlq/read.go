@@ -117,6 +117,8 @@ type Snapshot struct {
 	Entries []*Entry
 	// Ends is each partition's last stable offset when it was read.
 	Ends map[int32]int64
+	// Starts is each partition's log start offset when it was read.
+	Starts map[int32]int64
 }
 
 // Read reads the DLQ and its marks, up to their last stable offsets, in
@@ -134,9 +136,9 @@ func (c *Client) Read(ctx context.Context) (*Snapshot, error) {
 }
 
 func (c *Client) readDLQ(ctx context.Context, marks map[string]Mark) (*Snapshot, error) {
-	snap := &Snapshot{Ends: map[int32]int64{}}
+	snap := &Snapshot{}
 	readable := 0
-	ends, err := c.readTopic(ctx, c.t.DLQ, true, func(r *kgo.Record) {
+	ends, starts, err := c.readTopic(ctx, c.t.DLQ, true, func(r *kgo.Record) {
 		e := c.entry(r)
 		if e.Problem == "" {
 			readable++
@@ -152,7 +154,7 @@ func (c *Client) readDLQ(ctx context.Context, marks map[string]Mark) (*Snapshot,
 	if err != nil {
 		return nil, err
 	}
-	snap.Ends = ends
+	snap.Ends, snap.Starts = ends, starts
 	if len(snap.Entries) > 0 && readable == 0 {
 		return nil, fmt.Errorf("%w: %s holds %d records and none has kretry's headers (kretry-stage %s, kretry-original-topic %s): check topics[].dlq.topic of %q",
 			ErrNotDLQ, c.t.DLQ, len(snap.Entries), c.t.DLQ, c.t.Source, c.t.Source)
@@ -190,7 +192,7 @@ func (c *Client) entry(r *kgo.Record) *Entry {
 // A missing marks topic is errNoTopic.
 func (c *Client) readMarks(ctx context.Context) (map[string]Mark, error) {
 	marks := map[string]Mark{}
-	_, err := c.readTopic(ctx, MarksTopic(c.t.DLQ), true, func(r *kgo.Record) {
+	_, _, err := c.readTopic(ctx, MarksTopic(c.t.DLQ), true, func(r *kgo.Record) {
 		if _, _, ok := parseMarkKey(string(r.Key)); !ok {
 			return // the lease, or not ours
 		}
@@ -206,48 +208,51 @@ var errNoTopic = errors.New("topic does not exist")
 
 // readTopic calls fn with every record of topic, from each partition's log
 // start to its end when called: the last stable offset (committed, with
-// read_committed) or the high watermark. It returns those ends. It reads
-// the control records too, so it knows when it reached an end that is a
-// transaction marker.
-func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn func(*kgo.Record)) (map[int32]int64, error) {
+// read_committed) or the high watermark. It returns those ends and the log
+// start offsets. It reads the control records too, so it knows when it
+// reached an end that is a transaction marker.
+func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn func(*kgo.Record)) (ends, starts map[int32]int64, err error) {
 	list := c.adm.ListEndOffsets
 	if committed {
 		list = c.adm.ListCommittedOffsets
 	}
-	ends, err := list(ctx, topic)
+	listed, err := list(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = listed.Error()
 	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0) {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(listed[topic]) == 0) {
 		// The client's metadata cache may hold the topic as missing for a
 		// while after another process created it: ask the brokers.
 		if !c.exists(ctx, topic) {
-			return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
+			return nil, nil, fmt.Errorf("%s: %w", topic, errNoTopic)
 		}
 		c.cl.ForceMetadataRefresh()
-		ends, err = c.waitEnds(ctx, topic, list)
+		listed, err = c.waitEnds(ctx, topic, list)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
 	}
-	starts, err := c.adm.ListStartOffsets(ctx, topic)
+	listedStarts, err := c.adm.ListStartOffsets(ctx, topic)
 	if err == nil {
-		err = starts.Error()
+		err = listedStarts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
 	}
-	out := map[int32]int64{}
+	ends, starts = map[int32]int64{}, map[int32]int64{}
 	from := map[int32]kgo.Offset{}
 	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		out[o.Partition] = o.Offset
-		if s, ok := starts.Lookup(topic, o.Partition); ok && s.Offset < o.Offset {
-			from[o.Partition], left[o.Partition] = kgo.NewOffset().At(s.Offset), o.Offset
+	listed.Each(func(o kadm.ListedOffset) {
+		ends[o.Partition], starts[o.Partition] = o.Offset, o.Offset
+		if s, ok := listedStarts.Lookup(topic, o.Partition); ok && s.Offset <= o.Offset {
+			starts[o.Partition] = s.Offset
+			if s.Offset < o.Offset {
+				from[o.Partition], left[o.Partition] = kgo.NewOffset().At(s.Offset), o.Offset
+			}
 		}
 	})
 	if len(from) == 0 {
-		return out, nil
+		return ends, starts, nil
 	}
 	iso := kgo.ReadUncommitted()
 	if committed {
@@ -256,10 +261,10 @@ func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn
 	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rd.Close()
-	return out, consumeTo(ctx, rd, topic, left, fn)
+	return ends, starts, consumeTo(ctx, rd, topic, left, fn)
 }
 
 // exists asks the brokers, past the metadata cache, whether topic exists.

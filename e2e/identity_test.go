@@ -197,7 +197,7 @@ func TestSigtermHandsOverAtOnce(t *testing.T) {
 	b := startKretryEnv(t, "b", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-b"}, "run", "-c", cfg)
 	waitFor(t, 60*time.Second, "both instances assigned", func() bool {
 		return strings.Contains(a.stderr.String(), "partitions assigned") && strings.Contains(b.stderr.String(), `msg="partitions assigned"`) &&
-			!strings.Contains(a.stderr.String(), `partitions="map[]"`) && !strings.Contains(b.stderr.String(), `partitions="map[]"`)
+			!strings.Contains(a.stderr.String(), `partitions=none`) && !strings.Contains(b.stderr.String(), `partitions=none`)
 	}, func() { a.mustRun(t); b.mustRun(t) })
 	produceValues(t, cl, seq("a", 8)...)
 	app.waitAcked(t, 60*time.Second, seq("a", 8), func() { a.mustRun(t); b.mustRun(t) })
@@ -270,7 +270,7 @@ func TestKillWithoutRestartWaitsForTheSessionTimeout(t *testing.T) {
 	b := startKretryEnv(t, "b", []string{"KRETRY_KAFKA__INSTANCE_ID=pod-b"}, "run", "-c", cfg)
 	waitFor(t, 60*time.Second, "both instances assigned", func() bool {
 		return strings.Contains(a.stderr.String(), `msg="partitions assigned"`) && strings.Contains(b.stderr.String(), `msg="partitions assigned"`) &&
-			!strings.Contains(a.stderr.String(), `partitions="map[]"`) && !strings.Contains(b.stderr.String(), `partitions="map[]"`)
+			!strings.Contains(a.stderr.String(), `partitions=none`) && !strings.Contains(b.stderr.String(), `partitions=none`)
 	}, func() { a.mustRun(t); b.mustRun(t) })
 	produceValues(t, cl, seq("a", 8)...)
 	app.waitAcked(t, 60*time.Second, seq("a", 8), func() { a.mustRun(t); b.mustRun(t) })

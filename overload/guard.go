@@ -2,6 +2,7 @@ package overload
 
 import (
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 )
@@ -117,7 +118,7 @@ func (g *guard) report(o Outcome, b *breaker) {
 	}
 	n := g.counts[o.Answer]
 	r, m := g.recent(o.Answer)
-	share := float64(r) / float64(m)
+	share := math.Round(float64(r)/float64(m)*100) / 100 // 0.91, not 0.9090909090909091
 	g.log.Error("guard: the same permanent answer for many records of many keys; delivery stopped, nothing more is dead-lettered with this answer",
 		"reason", ReasonSystemic, "status", o.Answer, "records", n, "dead_lettered", n-1, "keys", len(g.keys[o.Answer]),
 		"share", share, "window", g.cfg.Window.String(), "example_ids", strings.Join(ids, " "),

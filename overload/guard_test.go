@@ -56,6 +56,20 @@ func TestGuard(t *testing.T) {
 			t.Errorf("state %v after successful probes, want closed", s.State)
 		}
 	})
+	t.Run("share logged rounded", func(t *testing.T) {
+		// 10 of the last 11 answered 404: share=0.91, not 0.9090909090909091.
+		g, log := newTestGate(t, Config{Breaker: breakerConfig(), Guard: GuardConfig{Enabled: true, MaxDeadLetters: 10, Window: time.Minute, Share: 0.9}})
+		for i := range 12 {
+			o := notFound(fmt.Sprint("k", i))
+			if i == 5 {
+				o = success(fmt.Sprint("k", i))
+			}
+			deliver(t, g, t0.Add(time.Duration(i)*time.Millisecond), false, o)
+		}
+		if line := log.String(); !strings.Contains(line, "share=0.91 ") {
+			t.Errorf("guard line lacks share=0.91:\n%s", line)
+		}
+	})
 	t.Run("poison among successes", func(t *testing.T) {
 		g, _ := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
 		for i := range 200 {

@@ -72,7 +72,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, dlq.ErrNotDLQ):
+	case errors.Is(err, dlq.ErrNotDLQ), errors.Is(err, dlq.ErrNoRecord):
 		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
 		return exitUsage
 	case errors.Is(err, errRefused):
@@ -288,6 +288,9 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 	case dlqListCmd, dlqShowCmd, dlqStatsCmd:
 		snap, err := c.Read(ctx)
 		if err != nil {
+			return err
+		}
+		if err := snap.CheckRecords(f.dlqTopic, f.filter.Records); err != nil {
 			return err
 		}
 		switch f.sub {

@@ -56,19 +56,24 @@ func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newe
 	fmt.Fprintln(tw, "RECORD\tSTATE\tKEY\tCLASS\tSTATUS\tATTEMPTS\tREDRIVES\tFIRST FAILURE\tLAST FAILURE\tAGE\tMESSAGE")
 	now := time.Now()
 	for _, e := range sel {
-		status := "-"
-		if e.Status != 0 {
-			status = strconv.Itoa(e.Status)
-		}
 		msg := e.Message
 		if e.Problem != "" {
 			msg = "(" + e.Problem + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Ref(), e.State, printable(e.Key, 24), e.Class(), status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Ref(), e.State, printable(e.Key, 24), e.Class(), statusText(e.Status),
 			e.Attempts, e.Redrives, when(e.FirstFailure), when(e.LastFailure), now.Sub(e.Timestamp).Round(time.Second), printable([]byte(msg), 60))
 	}
 	fmt.Fprintf(tw, "%s\n", countRecords(len(sel)))
 	return tw.Flush()
+}
+
+// statusText is an HTTP status as the text tables print it: "-" for a
+// failure without one (a timeout, a connection error, unreadable headers).
+func statusText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func when(t time.Time) string {
@@ -135,7 +140,7 @@ func printStats(w io.Writer, topic string, s *dlq.Stats, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nFINGERPRINT\tCOUNT\tCLASS\tSTATUS\tOLDEST\tMESSAGE")
 	for _, f := range s.Fingerprints {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", f.ID, f.Count, f.Class, f.Status, when(f.Oldest), printable([]byte(f.Sample), 80))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", f.ID, f.Count, f.Class, statusText(f.Status), when(f.Oldest), printable([]byte(f.Sample), 80))
 	}
 	return tw.Flush()
 }
@@ -152,7 +157,7 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 	if r.DryRun {
 		fmt.Fprintf(w, "dry run: %s would be %s (nothing moved)\n", countRecords(len(r.Entries)), verb)
 		for _, e := range r.Entries {
-			fmt.Fprintf(w, "  %s  %s  key %s  %s %d  %s\n", e.Ref(), e.ID, printable(e.Key, 24), e.Class(), e.Status, printable([]byte(e.Message), 60))
+			fmt.Fprintf(w, "  %s  %s  key %s  %s %s  %s\n", e.Ref(), e.ID, printable(e.Key, 24), e.Class(), statusText(e.Status), printable([]byte(e.Message), 60))
 		}
 	} else {
 		fmt.Fprintf(w, "selected %d, %s %d, refused %d in %s (op %s)\n", r.Selected, verb, r.Moved, len(r.Refused), r.Elapsed.Round(time.Millisecond), r.Op)
@@ -185,7 +190,11 @@ func (b *progressBar) update(p dlq.Progress) {
 	if p.Total > 0 {
 		fill = p.Moved * width / p.Total
 	}
-	fmt.Fprintf(b.w, "\r[%s%s] %d/%d  %.1f/s  ETA %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Moved, p.Total, p.Rate, p.ETA.Round(time.Second))
+	pace := "" // no rate until there is one (dlq.Progress.Rate)
+	if p.Rate > 0 {
+		pace = fmt.Sprintf("  %.1f/s  ETA %s", p.Rate, p.ETA.Round(time.Second))
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d%s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Moved, p.Total, pace)
 	b.drawn = true
 }
 

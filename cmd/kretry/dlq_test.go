@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/retrytopics"
@@ -166,5 +167,73 @@ func TestDLQRefusesATinyRate(t *testing.T) {
 	code, out, _ := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
 	if code != exitOK || !strings.Contains(out, "waiting 4") {
 		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
+	}
+}
+
+// TestDLQRefusesARecordOutsideTheDLQ: --record naming a partition the DLQ
+// does not have, or an offset outside [log start, last stable offset), is a
+// usage error naming the partition and what the DLQ holds, for every
+// subcommand that takes it; "selected 0" read as done.
+func TestDLQRefusesARecordOutsideTheDLQ(t *testing.T) {
+	path := dlqEnv(t)
+	for _, c := range []struct{ ref, want string }{
+		{"9/9", "orders.dlq has no partition 9: it has 1 partitions (0 to 0)"},
+		{"0/4", "partition 0 of orders.dlq holds offsets 0 to 3"},
+	} {
+		for _, sub := range [][]string{{"redrive"}, {"redrive", "--dry-run"}, {"discard", "--reason", "x"}, {"list"}, {"show"}} {
+			args := append(append([]string{"dlq"}, sub...), "-c", path, "--topic", "orders", "--record", c.ref, "--quiet")
+			if sub[0] == "list" || sub[0] == "show" {
+				args = args[:len(args)-1]
+			}
+			code, out, errs := kretry(t, args...)
+			if code != exitUsage || !strings.Contains(errs, "record "+c.ref+": "+c.want) {
+				t.Errorf("%v --record %s: exit %d, want %d naming %q\n%s%s", sub, c.ref, code, exitUsage, c.want, out, errs)
+			}
+		}
+	}
+	code, out, _ := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	if code != exitOK || !strings.Contains(out, "waiting 4") {
+		t.Fatalf("stats after the refusals: exit %d\n%s", code, out)
+	}
+}
+
+// TestDLQStatusWithoutOneIsADash: a record without an HTTP status shows
+// STATUS "-" in stats' fingerprints and in a dry run, as dlq list shows
+// it, never 0.
+func TestDLQStatusWithoutOneIsADash(t *testing.T) {
+	path := dlqEnv(t)
+	code, out, errs := kretry(t, "dlq", "stats", "-c", path, "--topic", "orders")
+	var row string
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, " unreadable ") {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); code != exitOK || len(f) < 4 || f[3] != "-" {
+		t.Errorf("stats: exit %d, the unreadable fingerprint row %q, want STATUS -\n%s%s", code, row, out, errs)
+	}
+	code, out, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--class", "unreadable")
+	if code != exitOK || !strings.Contains(out, " unreadable  -  ") {
+		t.Errorf("list: exit %d, want STATUS -\n%s%s", code, out, errs)
+	}
+	code, out, errs = kretry(t, "dlq", "discard", "-c", path, "--topic", "orders", "--class", "unreadable", "--reason", "x", "--dry-run")
+	if code != exitOK || !strings.Contains(out, " unreadable -  ") {
+		t.Errorf("discard --dry-run: exit %d, want the status as -\n%s%s", code, out, errs)
+	}
+}
+
+// TestProgressBarPrintsNoRateBeforeThereIsOne: dlq.Progress has no rate
+// before the second move; the bar then prints none rather than "0.0/s".
+func TestProgressBarPrintsNoRateBeforeThereIsOne(t *testing.T) {
+	var b bytes.Buffer
+	bar := &progressBar{w: &b}
+	bar.update(dlq.Progress{Total: 2, Moved: 1})
+	if strings.Contains(b.String(), "/s") || strings.Contains(b.String(), "ETA") {
+		t.Errorf("after the first move: %q, want no rate or ETA", b.String())
+	}
+	b.Reset()
+	bar.update(dlq.Progress{Total: 2, Moved: 2, Rate: 1, Elapsed: time.Second})
+	if !strings.Contains(b.String(), "2/2  1.0/s  ETA 0s") {
+		t.Errorf("after the second move: %q, want 2/2  1.0/s  ETA 0s", b.String())
 	}
 }

@@ -34,7 +34,7 @@ func kretryConfig(e *env, metrics string) (*config.Config, error) {
 	jitter := e.plan.Jitter
 	// The retry budget the check holds kretry to (off by default in
 	// kretry); the breaker and the guard are on by default.
-	budget := config.RetryBudget{Ratio: e.plan.BudgetRatio, MinPerSecond: e.plan.BudgetPerSecond, Window: e.plan.BudgetWindow}
+	budget := config.RetryBudget{Ratio: e.plan.BudgetRatio, MinPerSecond: &e.plan.BudgetPerSecond, Window: e.plan.BudgetWindow}
 	cfg.Topics = []config.Topic{{Name: e.topic, Retry: config.Retry{Tiers: e.plan.Tiers, Jitter: &jitter, Budget: budget}}}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -68,7 +68,7 @@ func (kretryPeer) start(ctx context.Context, e *env) (started, error) {
 	lc.Timeout, lc.Window = 2*time.Second, 2
 	t := &cfg.Topics[0]
 	setup := fmt.Sprintf("app.max_in_flight %v, app.timeout %v, ordering %s, retry.tiers %v, retry.jitter %v, retry.budget {ratio %v, min_per_second %v, window %v}, breaker %v, guard %v, kafka.fetch_max_wait %v",
-		int(cfg.App.MaxInFlight), cfg.App.Timeout, t.Ordering, t.Retry.Tiers, *t.Retry.Jitter, t.Retry.Budget.Ratio, t.Retry.Budget.MinPerSecond, t.Retry.Budget.Window,
+		int(cfg.App.MaxInFlight), cfg.App.Timeout, t.Ordering, t.Retry.Tiers, *t.Retry.Jitter, t.Retry.Budget.Ratio, *t.Retry.Budget.MinPerSecond, t.Retry.Budget.Window,
 		onOff(t.Breaker.On()), onOff(t.Guard.On()), cfg.Kafka.FetchMaxWait)
 	return started{lag: lc, dlq: t.DLQ.Topic, metrics: "http://" + addr + "/metrics", setup: setup,
 		stop: func() error {

@@ -61,11 +61,15 @@ func (c *Config) EngineOptions(t *Topic) engine.Options {
 // the breaker's and the guard's state changes.
 func (c *Config) OverloadGate(t *Topic, log *slog.Logger) *overload.Gate {
 	b, g, r := &t.Breaker, &t.Guard, &t.Retry.Budget
+	floor := DefaultBudgetMinPerSecond
+	if r.MinPerSecond != nil {
+		floor = *r.MinPerSecond
+	}
 	return overload.New(overload.Config{
 		Breaker: overload.BreakerConfig{Enabled: b.On(), Window: b.Window, FailureRatio: b.FailureRatio,
 			Wait: b.Wait, MaxWait: b.MaxWait, Probes: b.Probes},
 		Guard:           overload.GuardConfig{Enabled: g.On(), MaxDeadLetters: g.MaxDeadLetters, Window: g.Window, Share: g.Share},
-		Budget:          overload.BudgetConfig{Ratio: r.Ratio, MinPerSecond: r.MinPerSecond, Window: r.Window},
+		Budget:          overload.BudgetConfig{Ratio: r.Ratio, MinPerSecond: floor, Window: r.Window},
 		MaxInFlight:     c.App.MaxInFlight.Ceiling(),
 		Adaptive:        c.App.MaxInFlight.Auto(),
 		InitialInFlight: AutoInitialInFlight,

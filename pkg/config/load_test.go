@@ -99,6 +99,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 	t.Helper()
 	jitter := 0.2
 	on := true
+	tenPerSecond := 10.0
 	want := &config.Config{
 		Kafka: config.Kafka{
 			Brokers:         []string{"embedded"},
@@ -128,7 +129,7 @@ func wantDefaults(t *testing.T, c *config.Config) {
 				Tiers:  []time.Duration{time.Minute, 10 * time.Minute, time.Hour},
 				Jitter: &jitter,
 				Topics: []string{"orders.retry.1m", "orders.retry.10m", "orders.retry.1h"},
-				Budget: config.RetryBudget{MinPerSecond: 10, Window: 10 * time.Second},
+				Budget: config.RetryBudget{MinPerSecond: &tenPerSecond, Window: 10 * time.Second},
 			},
 			DLQ:     config.DLQ{Topic: "orders.dlq"},
 			Parking: config.Parking{Topic: "orders.parking", MaxRecords: 10000},

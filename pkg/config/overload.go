@@ -137,6 +137,11 @@ const (
 	DefaultBudgetWindow        = 10 * time.Second
 )
 
+// MaxBreakerProbes bounds breaker.probes: the probes are real deliveries
+// sent to a dependency that was failing, and all must succeed to close the
+// breaker; more than this is a flood, not a probe.
+const MaxBreakerProbes = 100
+
 // Breaker is the dependency breaker of one topic: when most recent
 // deliveries fail transiently (408/425/429/5xx as classified, timeouts,
 // refused connections) across many keys, kretry stops delivering (source
@@ -159,7 +164,7 @@ type Breaker struct {
 	Wait    time.Duration `koanf:"wait"`
 	MaxWait time.Duration `koanf:"max_wait"`
 	// Probes is how many deliveries probe the dependency when the wait is
-	// over (default 3); all must succeed to close the breaker, after which
+	// over (default 3, at most MaxBreakerProbes); all must succeed to close the breaker, after which
 	// the in-flight limit grows by one per success back to max_in_flight.
 	Probes int `koanf:"probes"`
 }
@@ -199,8 +204,11 @@ func (g *Guard) On() bool { return g.Enabled == nil || *g.Enabled }
 type RetryBudget struct {
 	// Ratio in [0, 1]; 0 (the default) turns the budget off.
 	Ratio float64 `koanf:"ratio"`
-	// MinPerSecond retries are always allowed (default 10/s).
-	MinPerSecond float64 `koanf:"min_per_second"`
+	// MinPerSecond retries per second are always allowed (nil: the
+	// default, 10/s). 0 is honoured: no floor, retries only within the
+	// ratio, except one per Window while no first attempt is in it, so a
+	// quiet source's retries are not held for ever (overload.BudgetConfig).
+	MinPerSecond *float64 `koanf:"min_per_second"`
 	// Window the ratio is taken over (default 10s, at least 1s).
 	Window time.Duration `koanf:"window"`
 }
@@ -229,7 +237,9 @@ func (t *Topic) setOverloadDefaults() {
 	g.Window = or(g.Window, DefaultGuardWindow)
 	g.Share = or(g.Share, DefaultGuardShare)
 	r := &t.Retry.Budget
-	r.MinPerSecond = or(r.MinPerSecond, DefaultBudgetMinPerSecond)
+	if r.MinPerSecond == nil { // 0 is honoured: no floor
+		r.MinPerSecond = ptr(DefaultBudgetMinPerSecond)
+	}
 	r.Window = or(r.Window, DefaultBudgetWindow)
 }
 
@@ -250,11 +260,11 @@ func or[T comparable](v, def T) T {
 //   - max_age: 0 (never) or more; on_expired: dead_letter or drop.
 //   - breaker.window: at least 2; breaker.failure_ratio in (0, 1];
 //     breaker.wait greater than 0 and at most breaker.max_wait;
-//     breaker.probes: at least 1.
+//     breaker.probes: 1 to MaxBreakerProbes.
 //   - guard.max_dead_letters: at least 2; guard.window greater than 0;
 //     guard.share in (0, 1].
 //   - retry.budget.ratio in [0, 1]; retry.budget.min_per_second at least
-//     0; retry.budget.window from 1s to MaxBudgetWindow (1m).
+//     0 (0: no floor, honoured); retry.budget.window from 1s to MaxBudgetWindow (1m).
 func (v *validator) overload(p string, t *Topic) {
 	if t.MaxAge < 0 {
 		v.add(p+".max_age", "%q must not be negative (0: records never expire)", fmtDuration(t.MaxAge))
@@ -270,8 +280,8 @@ func (v *validator) overload(p string, t *Topic) {
 	} else if b.MaxWait < b.Wait {
 		v.add(p+".breaker.max_wait", "%q must be at least breaker.wait (%q)", fmtDuration(b.MaxWait), fmtDuration(b.Wait))
 	}
-	if b.Probes < 1 {
-		v.add(p+".breaker.probes", "%q must be at least 1", fmtInt(b.Probes))
+	if b.Probes < 1 || b.Probes > MaxBreakerProbes {
+		v.add(p+".breaker.probes", "%q must be from 1 to %d deliveries", fmtInt(b.Probes), MaxBreakerProbes)
 	}
 	g := &t.Guard
 	if g.MaxDeadLetters < 2 {
@@ -283,8 +293,8 @@ func (v *validator) overload(p string, t *Topic) {
 	v.ratio(p+".guard.share", g.Share, false)
 	r := &t.Retry.Budget
 	v.ratio(p+".retry.budget.ratio", r.Ratio, true)
-	if r.MinPerSecond < 0 {
-		v.add(p+".retry.budget.min_per_second", "%q must not be negative", fmtFloat(r.MinPerSecond))
+	if m := r.MinPerSecond; m != nil && !(*m >= 0) { // NaN too
+		v.add(p+".retry.budget.min_per_second", "%q must be 0 (no floor) or a positive number of retries/s", fmtFloat(*m))
 	}
 	if r.Window < time.Second {
 		v.add(p+".retry.budget.window", "%q must be at least 1s", fmtDuration(r.Window))

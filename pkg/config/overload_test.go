@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ topics:
 	if g := tp.Guard; !g.On() || g.MaxDeadLetters != 3 || g.Window != 10*time.Second || g.Share != 0.5 {
 		t.Errorf("guard: %+v", g)
 	}
-	if r := tp.Retry.Budget; r.Ratio != 0.1 || r.MinPerSecond != 2 || r.Window != 30*time.Second {
+	if r := tp.Retry.Budget; r.Ratio != 0.1 || *r.MinPerSecond != 2 || r.Window != 30*time.Second {
 		t.Errorf("budget: %+v", r)
 	}
 }
@@ -53,4 +55,53 @@ topics: [{name: orders}]
 			t.Errorf("KRETRY_APP__MAX_IN_FLIGHT=%s: got %v, want %v", env, c.App.MaxInFlight, want)
 		}
 	}
+}
+
+// TestBudgetFloorZeroIsHonoured: retry.budget.min_per_second: 0 is no
+// floor, as written, not the default 10 it silently became; absent is 10.
+func TestBudgetFloorZeroIsHonoured(t *testing.T) {
+	for yaml, want := range map[string]float64{
+		"{ratio: 0.1, min_per_second: 0}":   0,
+		"{ratio: 0.1, min_per_second: 0.5}": 0.5,
+		"{ratio: 0.1}":                      config.DefaultBudgetMinPerSecond,
+	} {
+		c, err := config.Parse([]byte(`
+app: {url: "http://127.0.0.1:8080/records"}
+topics:
+  - name: orders
+    retry: {tiers: [1s], budget: `+yaml+`}
+`), nil)
+		if err != nil {
+			t.Fatalf("budget %s: %v", yaml, err)
+		}
+		if got := c.Topics[0].Retry.Budget.MinPerSecond; got == nil || *got != want {
+			t.Errorf("budget %s: min_per_second %s, want %v", yaml, fmtPtr(got), want)
+		}
+	}
+	// The gate kretry run builds has no floor either: on a quiet source one
+	// retry per window gets through, not the default's burst of 10.
+	c, err := config.Parse([]byte(`
+app: {url: "http://127.0.0.1:8080/records"}
+topics: [{name: orders, retry: {tiers: [1s], budget: {ratio: 0.1, min_per_second: 0}}}]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.OverloadGate(&c.Topics[0], slog.New(slog.DiscardHandler))
+	now, admitted := time.Now(), 0
+	for range 5 {
+		if _, ok := g.Admit(now, true, 0); ok {
+			admitted++
+		}
+	}
+	if admitted != 1 {
+		t.Errorf("%d of 5 retries admitted at once with min_per_second 0, want 1 (no floor)", admitted)
+	}
+}
+
+func fmtPtr(f *float64) string {
+	if f == nil {
+		return "absent"
+	}
+	return fmt.Sprint(*f)
 }

@@ -38,6 +38,11 @@ var (
 	ErrTransient = errors.New("transient failure")
 )
 
+// ErrClosedBeforeAnswer reports an HTTP delivery whose connection the app
+// (or a proxy in front of it) closed before any answer: net/http's bare
+// "EOF". It is a connection error: transient, error type "connection".
+var ErrClosedBeforeAnswer = errors.New("the app closed the connection before answering")
+
 // StatusError is an application answer that was not 2xx. HTTP returns it;
 // a Go handler may return it too to reuse the status lists of the topic.
 type StatusError struct {
@@ -155,7 +160,8 @@ type Verdict struct {
 //  2. a *StatusError is permanent when its status is in s.Permanent,
 //     transient when in s.Transient, otherwise transient and Unlisted;
 //  3. timeouts (context.DeadlineExceeded, net.Error.Timeout) and connection
-//     errors (refused, reset, unreachable) are transient;
+//     errors (refused, reset, broken pipe, unreachable, closed before an
+//     answer: ErrClosedBeforeAnswer) are transient;
 //  4. anything else is transient and Unlisted.
 func Classify(err error, s Statuses) Verdict {
 	v := Verdict{Class: ClassTransient, Message: err.Error()}
@@ -191,6 +197,8 @@ func Classify(err error, s Statuses) Verdict {
 		errors.As(err, &ne) && ne.Timeout(),
 		errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, ErrClosedBeforeAnswer),
 		errors.Is(err, syscall.EHOSTUNREACH),
 		errors.Is(err, syscall.ENETUNREACH):
 	default:

@@ -28,8 +28,8 @@ const (
 	// flows would otherwise look like a failing app.
 	HealthFailing HealthState = 1
 	// HealthRefusing: the last DefaultRefusingAfter deliveries got no
-	// answer at all (connection refused or reset, no such host, network
-	// unreachable, timeout), and neither did at least DefaultFailingRatio
+	// answer at all (connection refused, reset or closed before an answer,
+	// no such host, network unreachable, timeout), and neither did at least DefaultFailingRatio
 	// of the last DefaultHealthWindow: a burst of timeouts among answers
 	// (slow records finishing together) is not an outage.
 	HealthRefusing HealthState = 2
@@ -310,6 +310,8 @@ func classifyOutcome(err error) outcome {
 		o.kind, o.noReply = "timeout", true
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		o.kind, o.noReply = "connection reset", true
+	case errors.Is(err, ErrClosedBeforeAnswer):
+		o.kind, o.noReply = "connection closed", true
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		o.kind, o.noReply = "unreachable", true
 	}

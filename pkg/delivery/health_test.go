@@ -265,6 +265,12 @@ func TestHealthRealErrors(t *testing.T) {
 		}
 	}))
 	defer slow.Close()
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close() // no answer at all
+		}
+	}))
+	defer hangUp.Close()
 
 	for _, tc := range []struct {
 		name    string
@@ -278,6 +284,7 @@ func TestHealthRealErrors(t *testing.T) {
 		{"connection refused", closed, time.Second, 3, delivery.HealthRefusing, "seen", "connection refused"},
 		{"no such host", "http://kretry-no-such-host.invalid/kafka", 2 * time.Second, 3, delivery.HealthRefusing, "seen", "no such host"},
 		{"timeout", slow.URL, 50 * time.Millisecond, 3, delivery.HealthRefusing, "seen", "timeout"},
+		{"closed before an answer", hangUp.URL, time.Second, 3, delivery.HealthRefusing, "seen", "connection closed"},
 		{"404", notFound.URL, time.Second, 20, delivery.HealthFailing, "dominant", "404"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

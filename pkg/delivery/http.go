@@ -251,6 +251,9 @@ func (h *HTTP) Deliver(ctx context.Context, m *Message) error {
 	writeHeaders(req.Header, m, h.ceType)
 	writeTraceContext(ctx, req.Header, m)
 	resp, err := h.client.Do(req)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %w", ErrClosedBeforeAnswer, err) // net/http says only "EOF"
+	}
 	if err != nil {
 		return err
 	}

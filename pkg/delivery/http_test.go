@@ -439,6 +439,29 @@ func TestHTTPDeliverRefused(t *testing.T) {
 	}
 }
 
+// TestHTTPDeliverClosedBeforeAnswer: an app that closes the connection
+// without answering is a connection error, named as one, not net/http's
+// bare "EOF" classified as an unlisted error.
+func TestHTTPDeliverClosedBeforeAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, HTTPConfig{URL: srv.URL + "/records"})
+	err := h.Deliver(t.Context(), &Message{ID: "t/0/0", Topic: "t", Attempt: 1})
+	t.Logf("closed: %v", err)
+	if !errors.Is(err, ErrClosedBeforeAnswer) || !strings.Contains(err.Error(), "the app closed the connection before answering") {
+		t.Fatalf("Deliver: %v, want ErrClosedBeforeAnswer", err)
+	}
+	v := Classify(err, DefaultStatuses)
+	if v.Class != ClassTransient || v.Unlisted || ErrorType(err, v) != "connection" {
+		t.Errorf("Classify = %+v, error type %q, want listed transient of type connection", v, ErrorType(err, v))
+	}
+}
+
 // countConns starts a server that counts the connections opened to it.
 func countConns(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
 	t.Helper()

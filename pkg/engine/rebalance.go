@@ -1,6 +1,13 @@
 package engine
 
-import "time"
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // This file handles assignment changes: the rebalance callbacks and the
 // reset that drops all state.
@@ -12,7 +19,7 @@ func (e *Engine) assigned(m map[string][]int32) {
 	defer e.joinedOnce.Do(func() { close(e.joined) })
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.log.Info("partitions assigned", "partitions", m)
+	e.log.Info("partitions assigned", "partitions", partitionList(m))
 	e.waitForOffsets()
 	for _, p := range m[e.plan.Source] {
 		e.shardFor(p)
@@ -32,9 +39,9 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 	}
 	e.stats.Revoked.Add(int64(countPartitions(m)))
 	if lost {
-		e.log.Warn("partitions lost (session expired?)", "partitions", m)
+		e.log.Warn("partitions lost (session expired?)", "partitions", partitionList(m))
 	} else {
-		e.log.Info("partitions revoked", "partitions", m)
+		e.log.Info("partitions revoked", "partitions", partitionList(m))
 	}
 	e.mu.Lock()
 	e.resetLocked()
@@ -87,4 +94,34 @@ func (e *Engine) resetLocked() {
 	e.ready, e.retryReady = nil, nil
 	e.settled = 0
 	e.loose, e.looseAfter = nil, nil
+}
+
+// partitionList logs a callback's partitions as "orders[0 1 2]
+// orders.retry.1m[0]" (topics and partitions sorted; "none" when empty),
+// not as Go's map[orders:[0 1 2] …], in text and JSON logs alike.
+type partitionList map[string][]int32
+
+func (m partitionList) LogValue() slog.Value {
+	var b strings.Builder
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		if len(m[t]) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t)
+		b.WriteByte('[')
+		for i, p := range slices.Sorted(slices.Values(m[t])) {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(strconv.Itoa(int(p)))
+		}
+		b.WriteByte(']')
+	}
+	if b.Len() == 0 {
+		return slog.StringValue("none")
+	}
+	return slog.StringValue(b.String())
 }
