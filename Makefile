@@ -1,7 +1,7 @@
 # kretry — the commands README.md names.
 GO ?= go
 
-.PHONY: test build demo vet fmt fault-long
+.PHONY: test build demo vet fmt fault-long fault-overload
 
 # The one test command (CI runs exactly this): go.mod and go.sum tidy in
 # both modules (go mod tidy -diff prints what is not, and fails), vet (the benchmark module in
@@ -35,6 +35,11 @@ test:
 # measures.
 fault-long:
 	KRETRY_TEST_BROKER=kafka KRETRY_TEST_FAULT=long $(GO) test -count=1 -timeout 40m -run TestFaultSuite -v ./e2e/
+
+# The short fault suite with the breaker and the guard on (their
+# defaults): the same checks but the delivery bound (about 2-5 minutes).
+fault-overload:
+	KRETRY_TEST_BROKER=kafka KRETRY_TEST_FAULT=overload $(GO) test -race -count=1 -timeout 20m -run TestFaultSuite -v ./e2e/
 
 build:
 	$(GO) build -o bin/kretry ./cmd/kretry
