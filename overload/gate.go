@@ -51,8 +51,12 @@ type Outcome struct {
 	// not the first attempts' (see breaker.observe). Without this, the
 	// parked records of keys whose every first attempt fails, once the
 	// other keys' records are all delivered, read as an outage and were
-	// held for ever (e2e TestFaultSuite, KRETRY_TEST_FAULT=overload). It
-	// is a first attempt for the retry budget all the same.
+	// held for ever (e2e TestFaultSuite, KRETRY_TEST_FAULT=overload). Its
+	// success counts as a first attempt's (the retry window alone opens
+	// the breaker only when no first attempt succeeded for Wait: kretry
+	// demo's tail of released records succeeding and retries failing
+	// opened it four times a run otherwise). It is a first attempt for
+	// the retry budget all the same.
 	Released bool
 }
 
@@ -257,6 +261,10 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	if !g.cfg.Breaker.Enabled {
 		return Count
 	}
+	// Weak evidence: a retry, or a released parked record's failure (its
+	// key failed before). A released record's success is a first
+	// attempt's: the dependency served a record it had not seen.
+	weak := t.retry || o.Released && o.Class != OK
 	if o.Class == Transient && o.Last && !b.proven {
 		// A process that has seen no success yet knows nothing of the
 		// dependency: a restart during an outage (a crash loop, a
@@ -265,13 +273,13 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		// on every restart. Poison is still dead-lettered: once the
 		// probes succeed, the held record's next failure counts.
 		b.open(now, ReasonDependency, o)
-		b.weak = t.retry || o.Released
+		b.weak = weak
 		g.guard.reset()
 		return Hold
 	}
-	if b.observe(now, o, t.retry || o.Released, during) {
+	if b.observe(now, o, weak, during) {
 		b.open(now, ReasonDependency, o)
-		b.weak = t.retry || o.Released
+		b.weak = weak
 		g.guard.reset()
 		return Hold
 	}

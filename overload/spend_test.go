@@ -212,3 +212,31 @@ func TestReleasedRecordsAreWeakEvidence(t *testing.T) {
 		}
 	})
 }
+
+// TestReleasedSuccessesAreFirstAttempts: the source is drained; parked
+// records are released and succeed while retries of other keys fail (the
+// tail of kretry demo). A released record's success is the dependency
+// serving a record it had not seen, as a first attempt's is: the retries'
+// failures alone must not open the breaker (before, they did, four times a
+// demo run, each a second of delivery paused).
+func TestReleasedSuccessesAreFirstAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{MaxInFlight: 4,
+			Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}})
+		for i := range 400 {
+			retry := i%3 != 0 // two retries failing for each release succeeding
+			tk, ok := g.Admit(time.Now(), retry, 0)
+			if !ok {
+				t.Fatalf("delivery %d not admitted", i)
+			}
+			o := Outcome{Class: OK, Key: fmt.Sprint("released-", i), ID: fmt.Sprint("orders/0/", i), Released: true}
+			if retry {
+				o = Outcome{Class: Transient, Key: fmt.Sprint("k", i%40), ID: fmt.Sprint("orders.retry.1s/0/", i), Answer: "503", Message: "status 503"}
+			}
+			if v := g.Done(time.Now(), tk, o); v != Count {
+				t.Fatalf("delivery %d (retry %v): verdict %v, breaker %v; want Count, closed: released records succeed", i, retry, v, g.Snapshot(time.Now()).State)
+			}
+			time.Sleep(10 * time.Millisecond) // 4 s in all: longer than Wait
+		}
+	})
+}
