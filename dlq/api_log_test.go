@@ -1,11 +1,9 @@
 package dlq_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +21,7 @@ func TestAdminAPILogsRefusalsRateAndReason(t *testing.T) {
 	var logs testlog.Buffer
 	c := e.client(dlq.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	snap := deadLetter(t, e, c, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken,
-		slog.New(slog.NewTextHandler(&logs, nil)), "test")
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
+	srv := serveAPI(t, e, c, slog.New(slog.NewTextHandler(&logs, nil)))
 	path := "/api/topics/" + e.plan.Source + "/discard"
 
 	code, b := call(t, srv, "POST", path, testToken, map[string]any{"filter": map[string]any{"records": []string{snap.Entries[0].Ref()}}})
@@ -73,12 +66,7 @@ func TestAdminAPILogsEveryRefusalInItsOwnWords(t *testing.T) {
 	c := e.client()
 	deadLetter(t, e, c, 1)
 	var logs testlog.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken,
-		slog.New(slog.NewTextHandler(&logs, nil)), "test")
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
+	srv := serveAPI(t, e, c, slog.New(slog.NewTextHandler(&logs, nil)))
 	path := "/api/topics/" + e.plan.Source + "/redrive"
 	for _, tc := range []struct{ body, want string }{
 		{`{"rate":"fast"}`, `rate: want a number of records per second, got \"fast\"`},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,12 +29,19 @@ func apiEnv(t *testing.T) (*env, *httptest.Server) {
 	e.produce(&kgo.Record{Topic: e.plan.DLQ, Partition: 1, Key: []byte{0, 0xfe}, Value: []byte{0xff, 0, 1},
 		Headers: []kgo.RecordHeader{{Key: "kretry-attempt", Value: []byte(`<img src=x onerror="window.__xss=1">`)}, {Key: "\xff", Value: nil}}})
 	e.waitDLQ(c, 5)
+	return e, serveAPI(t, e, c, testLogger(t))
+}
+
+// serveAPI serves the admin API over c, the DLQ of e's source, logging to
+// log, until the test ends.
+func serveAPI(t *testing.T, e *env, c *dlq.Client, log *slog.Logger) *httptest.Server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken, testLogger(t), "test")
+	s := dlq.NewServer(ctx, []string{e.plan.Source}, map[string]*dlq.Client{e.plan.Source: c}, testToken, log, "test")
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return e, srv
+	return srv
 }
 
 func call(t *testing.T, srv *httptest.Server, method, path, token string, body any) (int, []byte) {
