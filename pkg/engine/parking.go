@@ -91,15 +91,17 @@ func (e *Engine) park(l *lane, en *entry) {
 	e.syncBlocked(l)
 }
 
-// syncBlocked keeps the BlockedKeys gauge in step with l.
+// syncBlocked keeps the BlockedKeys gauge and its shard's count in step
+// with l: the one place that sets lane.counted.
 func (e *Engine) syncBlocked(l *lane) {
 	if b := l.keyed && l.blocked(); b != l.counted {
 		l.counted = b
+		d := -1
 		if b {
-			e.stats.BlockedKeys.Add(1)
-		} else {
-			e.stats.BlockedKeys.Add(-1)
+			d = 1
 		}
+		l.sh.blocked += d
+		e.stats.BlockedKeys.Add(int64(d))
 	}
 }
 

@@ -25,6 +25,12 @@ type shard struct {
 	tiers  []*queue
 	park   *queue // nil without parking
 	lanes  map[string]*lane
+	// parked is the records parked or on their way to parking over the
+	// lanes in lanes: each keeps it in step (parking.Key.CountIn), so a
+	// pause decision does not walk the lanes. blocked is the lanes counted
+	// in Stats.BlockedKeys (lane.counted), kept by syncBlocked.
+	parked  parking.Tally
+	blocked int
 
 	// restoring: the parking partition is being replayed up to the barrier
 	// record with nonce; source and tier records wait in backlog.
@@ -179,6 +185,7 @@ func (e *Engine) laneFor(sh *shard, key []byte) *lane {
 	l, ok := sh.lanes[k]
 	if !ok {
 		l = &lane{sh: sh, key: k, keyed: true}
+		l.park.CountIn(&sh.parked)
 		sh.lanes[k] = l
 	}
 	return l
@@ -258,20 +265,7 @@ func (e *Engine) markReady(l *lane) {
 }
 
 // parkedCount is the records parked or on their way to parking.
-func (sh *shard) parkedCount() int {
-	n := 0
-	for _, l := range sh.lanes {
-		n += l.park.Parked()
-	}
-	return n
-}
+func (sh *shard) parkedCount() int { return sh.parked.Parked() }
 
-func (sh *shard) blockedCount() int {
-	n := 0
-	for _, l := range sh.lanes {
-		if l.counted {
-			n++
-		}
-	}
-	return n
-}
+// blockedCount is the shard's keys counted in Stats.BlockedKeys.
+func (sh *shard) blockedCount() int { return sh.blocked }
