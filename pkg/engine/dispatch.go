@@ -103,8 +103,7 @@ func (e *Engine) start(l *lane) {
 	if l.running != nil || len(l.wait) == 0 {
 		return
 	}
-	en := l.wait[0]
-	l.wait = l.wait[1:]
+	en := popFront(&l.wait)
 	l.running = en
 	retry := en.q.stage != 0
 	e.inflight++

@@ -39,12 +39,12 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
 	for len(*q) > 0 {
 		l := (*q)[0]
 		if l.running != nil || len(l.wait) == 0 {
-			*q = (*q)[1:]
+			popFront(q)
 			return l, true // start makes nothing of it, as before
 		}
 		en := l.wait[0]
 		if e.expire(l, en, now) {
-			*q = (*q)[1:]
+			popFront(q)
 			l.queued = false
 			e.markReady(l)
 			e.forget(l)
@@ -57,7 +57,7 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
 			}
 			en.ticket = t
 		}
-		*q = (*q)[1:]
+		popFront(q)
 		return l, true
 	}
 	return nil, false
@@ -165,7 +165,7 @@ func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
 			return false // deliver it instead: never stuck for want of an error text
 		}
 	}
-	l.wait = l.wait[1:]
+	popFront(&l.wait)
 	if g := e.opts.Overload; g != nil {
 		g.Expired(e.expiredAction())
 	}

@@ -246,6 +246,19 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 	}
 }
 
+// popFront removes and returns the first element of *s. Its slot is
+// cleared and an emptied slice let go: a backing array must not keep a
+// record that is done (its entry, its moves) or a dropped lane alive.
+func popFront[T any](s *[]*T) *T {
+	v := (*s)[0]
+	(*s)[0] = nil
+	*s = (*s)[1:]
+	if len(*s) == 0 {
+		*s = nil
+	}
+	return v
+}
+
 // push appends en to lane l and marks the lane ready if it is idle.
 func (e *Engine) push(l *lane, en *entry) {
 	l.wait = append(l.wait, en)
