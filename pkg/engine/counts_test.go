@@ -27,6 +27,9 @@ type sim struct {
 	e    *Engine
 	sh   *shard
 	logs map[string][]*kgo.Record // every record written, per topic
+	// fetched, when set, sees each record as it is ingested (a copy of
+	// the one in logs).
+	fetched func(*kgo.Record)
 }
 
 func newSim(t *testing.T, policy flow.OnDeadLetter) *sim {
@@ -55,7 +58,11 @@ func (s *sim) read(r *kgo.Record) {
 	c := *r
 	c.Partition, c.Offset = 0, int64(len(s.logs[r.Topic]))
 	s.logs[r.Topic] = append(s.logs[r.Topic], &c)
-	s.e.ingest([]*kgo.Record{&c})
+	f := c // what the client returns is not what the test keeps
+	if s.fetched != nil {
+		s.fetched(&f)
+	}
+	s.e.ingest([]*kgo.Record{&f})
 }
 
 // reassign drops the state, as a rebalance does, and takes the partition
@@ -90,7 +97,18 @@ func (s *sim) deliver(rnd *rand.Rand) {
 	if len(ready) == 0 {
 		return
 	}
-	l := ready[rnd.IntN(len(ready))]
+	var err error
+	switch rnd.IntN(4) {
+	case 0:
+		err = e503
+	case 1:
+		err = e422
+	}
+	s.deliverNext(ready[rnd.IntN(len(ready))], err)
+}
+
+// deliverNext runs the delivery of lane l's next entry, which answers err.
+func (s *sim) deliverNext(l *lane, err error) {
 	en := l.wait[0]
 	l.wait = l.wait[1:]
 	l.running, l.queued = en, false
@@ -98,13 +116,6 @@ func (s *sim) deliver(rnd *rand.Rand) {
 	s.e.inflight++
 	if retry {
 		s.e.retrying++
-	}
-	var err error
-	switch rnd.IntN(4) {
-	case 0:
-		err = e503
-	case 1:
-		err = e422
 	}
 	s.e.apply(&result{gen: s.e.gen, lane: l, en: en, retry: retry, err: err,
 		msg: &delivery.Message{Attempt: attemptOf(en.origin.Attempts)}})

@@ -155,3 +155,60 @@ func brokerStack(pcs []uintptr) bool {
 		}
 	}
 }
+
+// collected registers a cleanup on p and returns a function that reports
+// whether p was collected, after collections.
+func collected[T any](p *T) func() bool {
+	done := make(chan struct{})
+	runtime.AddCleanup(p, func(ch chan struct{}) { close(ch) }, done)
+	return func() bool {
+		for range 20 {
+			runtime.GC()
+			select {
+			case <-done:
+				return true
+			case <-time.After(10 * time.Millisecond): // the cleanup goroutine runs it
+			}
+		}
+		return false
+	}
+}
+
+// TestWaitingRecordsLetGoOfWhatIsDone blocks a key (its head on the
+// tier) and parks a record behind it in a broker-free engine, then checks
+// that what is done or copied is collectable while the key stays blocked:
+// the head's source entry (with its move record) once its transaction
+// committed, and the fetched kgo.Records of the tier record and the parked
+// record, whose batch, headers and franz-go record an entry must not pin.
+func TestWaitingRecordsLetGoOfWhatIsDone(t *testing.T) {
+	s := newSim(t, flow.OnDeadLetterRelease)
+	var fetched []func() bool
+	s.fetched = func(r *kgo.Record) {
+		if r.Topic != s.e.plan.Source && r.Headers != nil && r.Headers[0].Key != HeaderParkingOp {
+			fetched = append(fetched, collected(r))
+		}
+	}
+	s.read(&kgo.Record{Topic: s.e.plan.Source, Key: []byte("a"), Value: []byte("head")})
+	l := s.sh.lanes["a"]
+	head := collected(l.wait[0])
+	s.deliverNext(l, e503)
+	s.read(&kgo.Record{Topic: s.e.plan.Source, Key: []byte("a"), Value: []byte("parked")})
+	s.commit() // the head to the tier, its block op, the parked record
+	s.commit()
+	if got := s.sh.parkedCount(); got != 1 || !l.blocked() || len(fetched) != 2 {
+		t.Fatalf("want key a blocked with 1 parked record and 2 records read back from the tier and parking; got parked %d, blocked %v, read back %d",
+			got, l.blocked(), len(fetched))
+	}
+	if !head() {
+		t.Error("the head's source entry is still reachable after its move committed")
+	}
+	for i, gone := range fetched {
+		if !gone() {
+			t.Errorf("fetched record %d (tier record, parked record) is still reachable: an entry pins it", i)
+		}
+	}
+	if got := string(s.sh.park.entries[len(s.sh.park.entries)-1].rec.Value); got != "parked" {
+		t.Fatalf("the parked entry holds value %q, want %q", got, "parked")
+	}
+	runtime.KeepAlive(s)
+}
