@@ -155,6 +155,11 @@ func (s *sim) check(step int, op string) {
 	if g := s.e.stats.BlockedKeys.Load(); g != int64(blocked) {
 		s.t.Fatalf("step %d (%s): BlockedKeys gauge = %d, the lanes count %d", step, op, g, blocked)
 	}
+	// The gauge also counts released parked records until their delivery
+	// is routed.
+	if g, want := s.e.stats.ParkedRecords.Load(), int64(parked+s.sh.releasedCount()); g != want {
+		s.t.Fatalf("step %d (%s): ParkedRecords gauge = %d, the lanes hold %d", step, op, g, want)
+	}
 }
 
 // TestShardCountsEqualTheWalk runs random sequences of the engine's
@@ -163,7 +168,8 @@ func (s *sim) check(step int, op string) {
 // topic, operator releases, tier records coming due, the partition
 // reassigned and its parking partition replayed) and checks after each
 // that the shard's O(1) counts equal a walk over its lanes (they are read on
-// every pause decision).
+// every pause decision), and that the BlockedKeys and ParkedRecords gauges
+// agree with them, also across a reset.
 func TestShardCountsEqualTheWalk(t *testing.T) {
 	policies := []flow.OnDeadLetter{flow.OnDeadLetterRelease, flow.OnDeadLetterHold, flow.OnDeadLetterDeadLetter}
 	for seed := range uint64(30) {
@@ -213,6 +219,9 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 			s.e.resetLocked()
 			if g := s.e.stats.BlockedKeys.Load(); g != 0 {
 				t.Fatalf("after a reset the BlockedKeys gauge is %d, want 0", g)
+			}
+			if g := s.e.stats.ParkedRecords.Load(); g != 0 {
+				t.Fatalf("after a reset the ParkedRecords gauge is %d, want 0", g)
 			}
 		})
 	}

@@ -278,5 +278,23 @@ func (e *Engine) markReady(l *lane) {
 // parkedCount is the records parked or on their way to parking.
 func (sh *shard) parkedCount() int { return sh.parked.Parked() }
 
+// releasedCount is the parked records released to their lanes (waiting or
+// in delivery) and not yet routed: Stats.ParkedRecords still counts them,
+// parkedCount no longer does. It walks the lanes: a reset asks it, once.
+func (sh *shard) releasedCount() int {
+	n := 0
+	for _, l := range sh.lanes {
+		for _, en := range l.wait {
+			if en.q.stage == parkStage {
+				n++
+			}
+		}
+		if l.running != nil && l.running.q.stage == parkStage {
+			n++
+		}
+	}
+	return n
+}
+
 // blockedCount is the shard's keys counted in Stats.BlockedKeys.
 func (sh *shard) blockedCount() int { return sh.blocked }
