@@ -1,6 +1,10 @@
 package parking
 
-import "github.com/kretry/kretry/pkg/flow"
+import (
+	"slices"
+
+	"github.com/kretry/kretry/pkg/flow"
+)
 
 // State is where one key (with ordering partition: the partition) is in
 // its parking life. The engine delivers a record of the key only in Idle,
@@ -47,7 +51,9 @@ func (s State) String() string {
 // delivers, live or replaying the changelog, and writes the ops. A Key is
 // not safe for concurrent use.
 type Key[R any] struct {
-	heads map[string]bool
+	// heads are the ce-ids of the key's records in the tiers; nearly
+	// always one, so a slice (a map cost ~250 bytes per blocked key).
+	heads []string
 	// phase is Idle, Releasing, Held or DeadLettering: the decision taken
 	// when the key's last head left the tiers.
 	phase State
@@ -57,6 +63,33 @@ type Key[R any] struct {
 	parked []R
 	// pending counts parking moves decided and not yet read back.
 	pending int
+	// tally, when set (CountIn), is kept equal to the sum of Parked over
+	// the keys counting into it.
+	tally *Tally
+}
+
+// Tally is the number of records parked or on their way to parking over
+// a set of keys (the sum of their Parked), kept by the keys themselves
+// as they change, so that reading it does not walk them. The zero Tally
+// is empty.
+type Tally struct{ parked int }
+
+// Parked is the sum of Parked over the keys counting into t.
+func (t *Tally) Parked() int { return t.parked }
+
+// CountIn makes k count its parked records into t from now on (and adds
+// those it has). A key counts into one Tally at most.
+func (k *Key[R]) CountIn(t *Tally) {
+	k.tally = t
+	k.count(k.Parked())
+}
+
+// count adds n to k's tally: every change of len(parked) + pending goes
+// through it.
+func (k *Key[R]) count(n int) {
+	if k.tally != nil {
+		k.tally.parked += n
+	}
 }
 
 // State returns the key's state.
@@ -80,15 +113,14 @@ func (k *Key[R]) Blocked() bool { return k.State() != Idle }
 func (k *Key[R]) Heads() int { return len(k.heads) }
 
 // HasHead reports whether record id (a ce-id) is a current head.
-func (k *Key[R]) HasHead(id string) bool { return k.heads[id] }
+func (k *Key[R]) HasHead(id string) bool { return slices.Contains(k.heads, id) }
 
 // Block notes that record id went to a tier (op block): the key blocks,
 // and a release under way stops until the new head leaves.
 func (k *Key[R]) Block(id string) {
-	if k.heads == nil {
-		k.heads = map[string]bool{}
+	if !k.HasHead(id) {
+		k.heads = append(k.heads, id)
 	}
-	k.heads[id] = true
 	if k.phase == Releasing {
 		k.phase = Idle
 	}
@@ -97,7 +129,12 @@ func (k *Key[R]) Block(id string) {
 // LeaveHead notes that head id left the tiers and reports whether it was
 // the key's last one; Resolve then decides what comes next.
 func (k *Key[R]) LeaveHead(id string) (last bool) {
-	delete(k.heads, id)
+	if i := slices.Index(k.heads, id); i >= 0 {
+		k.heads = slices.Delete(k.heads, i, i+1)
+	}
+	if len(k.heads) == 0 {
+		k.heads = nil // drop the backing array with the last head
+	}
 	return len(k.heads) == 0
 }
 
@@ -140,7 +177,10 @@ func (k *Key[R]) OperatorRelease() bool {
 
 // Park notes a parking move decided for a record of the key; ReadBack
 // takes it when the engine reads it from the parking topic.
-func (k *Key[R]) Park() { k.pending++ }
+func (k *Key[R]) Park() {
+	k.pending++
+	k.count(1)
+}
 
 // ReadBack adds record r, read from the parking partition, to the parked
 // records. It reports whether r was one of the key's pending parking moves
@@ -151,6 +191,7 @@ func (k *Key[R]) ReadBack(r R) (wasPending bool) {
 		k.pending--
 		return true
 	}
+	k.count(1)
 	return false
 }
 
@@ -159,7 +200,8 @@ func (k *Key[R]) ReadBack(r R) (wasPending bool) {
 func (k *Key[R]) RemoveParked(match func(R) bool) (R, bool) {
 	for i, p := range k.parked {
 		if match(p) {
-			k.parked = append(k.parked[:i], k.parked[i+1:]...)
+			k.parked = slices.Delete(k.parked, i, i+1)
+			k.count(-1)
 			return p, true
 		}
 	}
@@ -190,7 +232,13 @@ func (k *Key[R]) NextRelease() (r R, gap string, ok bool) {
 		return r, "", false
 	}
 	r = k.parked[0]
+	var zero R
+	k.parked[0] = zero // the backing array must not keep r alive
 	k.parked = k.parked[1:]
+	if len(k.parked) == 0 {
+		k.parked = nil
+	}
+	k.count(-1)
 	return r, k.gap, true
 }
 
@@ -211,6 +259,7 @@ func (k *Key[R]) TakeForDLQ() []R {
 	}
 	ps := k.parked
 	k.parked = nil
+	k.count(-len(ps))
 	if k.pending == 0 {
 		k.phase = Idle
 	}

@@ -31,7 +31,7 @@ func (e *Engine) apply(r *result) {
 	}
 	stage := en.q.stage
 	ev := DeliveryEvent{
-		Group: e.opts.Group, Topic: en.rec.Topic, Partition: en.rec.Partition, Source: e.plan.Source,
+		Group: e.opts.Group, Topic: en.q.topic, Partition: en.q.p, Source: e.plan.Source,
 		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
 	}
 	var v *delivery.Verdict
@@ -97,7 +97,7 @@ func routeStage(en *entry) int {
 // addMove builds en's move for route.
 func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure) {
 	m := retrytopics.Move{
-		Origin:   en.origin,
+		Origin:   *en.origin,
 		Key:      en.rec.Key,
 		Value:    en.rec.Value,
 		Topic:    route.Topic,
@@ -106,7 +106,7 @@ func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failu
 		Version:  flow.Version,
 		MaxBytes: e.topics.MaxBytes[route.Topic],
 	}
-	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: route.Topic, Class: string(route.Class)}
+	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.q.topic, To: route.Topic, Class: string(route.Class)}
 	switch route.Action {
 	case retrytopics.Retry:
 		m.Due = retrytopics.DueTime(f.At, route.Delay)
@@ -117,7 +117,7 @@ func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failu
 	r := m.Record()
 	// Stages are co-partitioned: the move stays on the partition it was read
 	// from, whatever a (possibly forged) header says.
-	r.Partition = en.rec.Partition
+	r.Partition = en.q.p
 	en.moves = append(en.moves, move{rec: r, ev: ev})
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 )
@@ -54,18 +55,18 @@ func (e *Engine) startReady() {
 	retryCap := max(1, int(e.opts.RetryShare*float64(e.opts.MaxInFlight)))
 	now := time.Now()
 	for len(e.retryReady) > 0 && e.inflight < e.opts.MaxInFlight && e.retrying < retryCap {
-		l, ok := e.take(&e.retryReady, now) // overload gate
+		l, t, ok := e.take(&e.retryReady, now) // overload gate
 		if !ok {
 			break
 		}
-		e.start(l)
+		e.start(l, t)
 	}
 	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
-		l, ok := e.take(&e.ready, now) // overload gate
+		l, t, ok := e.take(&e.ready, now) // overload gate
 		if !ok {
 			break
 		}
-		e.start(l)
+		e.start(l, t)
 	}
 }
 
@@ -95,23 +96,25 @@ type result struct {
 	err   error
 	took  time.Duration
 	msg   *delivery.Message
+	// ticket is the delivery's admission by Options.Overload.
+	ticket overload.Ticket // overload gate
 }
 
-// start delivers the next entry of lane l.
-func (e *Engine) start(l *lane) {
+// start delivers the next entry of lane l, admitted by ticket (overload
+// gate; zero without one).
+func (e *Engine) start(l *lane, ticket overload.Ticket) {
 	l.queued = false
 	if l.running != nil || len(l.wait) == 0 {
 		return
 	}
-	en := l.wait[0]
-	l.wait = l.wait[1:]
+	en := popFront(&l.wait)
 	l.running = en
 	retry := en.q.stage != 0
 	e.inflight++
 	if retry {
 		e.retrying++
 	}
-	o := &en.origin
+	o := en.origin
 	m := &delivery.Message{
 		ID:        o.ID(),
 		Topic:     o.Topic,
@@ -125,8 +128,8 @@ func (e *Engine) start(l *lane) {
 		GapAfter:  en.gapAfter,
 	}
 	setRedrive(m, o) // redrive
-	en.started = time.Now()
-	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m}
+	en.started = time.Since(monoStart)
+	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket}
 	e.deliveries.Add(1)
 	e.stats.InFlight.Add(1)
 	go func() {

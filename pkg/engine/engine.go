@@ -54,9 +54,11 @@
 // # One record's path, by file
 //
 // A fetched record is taken into its partition's queue and its key's lane
-// (shard.go: ingest, accept); a tier record waits for its due time in the
-// tier's retrytopics.Schedule. dispatch.go decides which deliveries may
-// start now and runs them; apply.go routes the result (retrytopics.Plan.Route:
+// (shard.go: ingest, accept; record.go keeps what an entry holds of it
+// small, as a blocked key or a parked record may wait for minutes); a tier
+// record waits for its due time in the tier's retrytopics.Schedule.
+// dispatch.go decides which deliveries may start now and runs them;
+// apply.go routes the result (retrytopics.Plan.Route:
 // done, next tier, DLQ) and builds the move; parking.go keeps the key's
 // parking state (a parking.Key state machine) and writes its changelog
 // ops; txn.go writes the moves and commits the offsets in one transaction.

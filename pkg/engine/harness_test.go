@@ -24,14 +24,14 @@ import (
 
 // env is one in-process broker with a source topic and its plan.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	addrs []string
 	plan  retrytopics.Plan
 	adm   *kadm.Client
 	app   *recorder
 }
 
-func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
+func newEnv(t testing.TB, partitions int32, tiers ...time.Duration) *env {
 	t.Helper()
 	addrs := brokerAddrs(t, partitions)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
@@ -56,7 +56,7 @@ func newEnv(t *testing.T, partitions int32, tiers ...time.Duration) *env {
 
 // brokerAddrs returns the addresses of the pass's broker: a fresh embedded
 // broker for this test, or the shared Kafka node.
-func brokerAddrs(t *testing.T, partitions int32) []string {
+func brokerAddrs(t testing.TB, partitions int32) []string {
 	t.Helper()
 	t.Logf("broker: %s", brokerKind)
 	if brokerKind == kafkatest.Kafka {

@@ -37,7 +37,7 @@ type sharedCluster struct {
 }
 
 // addrs starts the shared node on first use and returns its addresses.
-func (s *sharedCluster) addrs(t *testing.T) []string {
+func (s *sharedCluster) addrs(t testing.TB) []string {
 	t.Helper()
 	s.once.Do(func() { s.c, s.err = kafkatest.Start(context.Background(), kafkatest.Config{}) })
 	if s.err != nil {

@@ -30,37 +30,38 @@ const (
 // take pops lanes off the front of *q until one may start now and
 // returns it; false when the gate refuses the next one (it stays at the
 // front) or *q ran out. Lanes whose head expired are settled on the way.
-func (e *Engine) take(q *[]*lane, now time.Time) (*lane, bool) {
+func (e *Engine) take(q *[]*lane, now time.Time) (*lane, overload.Ticket, bool) {
+	var none overload.Ticket
 	if g := e.opts.Overload; g != nil && g.Probing(now) {
 		if !freshFirst(*q) && q == &e.retryReady && freshFirst(e.ready) {
-			return nil, false // probe with a first attempt instead
+			return nil, none, false // probe with a first attempt instead
 		}
 	}
 	for len(*q) > 0 {
 		l := (*q)[0]
 		if l.running != nil || len(l.wait) == 0 {
-			*q = (*q)[1:]
-			return l, true // start makes nothing of it, as before
+			popFront(q)
+			return l, none, true // start makes nothing of it, as before
 		}
 		en := l.wait[0]
 		if e.expire(l, en, now) {
-			*q = (*q)[1:]
+			popFront(q)
 			l.queued = false
 			e.markReady(l)
 			e.forget(l)
 			continue
 		}
+		var t overload.Ticket
 		if g := e.opts.Overload; g != nil {
-			t, ok := g.Admit(now, en.q.stage > 0, e.inflight)
-			if !ok {
-				return nil, false
+			var ok bool
+			if t, ok = g.Admit(now, en.q.stage > 0, e.inflight); !ok {
+				return nil, none, false
 			}
-			en.ticket = t
 		}
-		*q = (*q)[1:]
-		return l, true
+		popFront(q)
+		return l, t, true
 	}
-	return nil, false
+	return nil, none, false
 }
 
 // freshFirst moves the newest lane whose next record is a first attempt
@@ -94,8 +95,8 @@ func (e *Engine) gateDone(r *result) overload.Verdict {
 	if g == nil {
 		return overload.Count
 	}
-	t := r.en.ticket
-	r.en.ticket = overload.Ticket{}
+	t := r.ticket
+	r.ticket = overload.Ticket{}
 	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held,
 		Released: r.en.q.stage == parkStage}
 	if r.en.rec.Key == nil {
@@ -167,7 +168,7 @@ func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
 			return false // deliver it instead: never stuck for want of an error text
 		}
 	}
-	l.wait = l.wait[1:]
+	popFront(&l.wait)
 	if g := e.opts.Overload; g != nil {
 		g.Expired(e.expiredAction())
 	}

@@ -49,19 +49,19 @@ func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
 	return o.Kind, o.Ref, o.Origin, ok
 }
 
-// laneKeyOf is the lane key of a parking record: the record key, or "" for
-// ordering partition.
-func (e *Engine) laneKeyOf(r *kgo.Record) []byte {
+// laneKeyOf is the lane key of a parking record with key: the key, or ""
+// for ordering partition.
+func (e *Engine) laneKeyOf(key []byte) []byte {
 	if e.opts.Ordering == flow.OrderingPartition {
 		return []byte{}
 	}
-	return r.Key
+	return key
 }
 
 // park moves source entry en of blocked lane l to the parking topic.
 func (e *Engine) park(l *lane, en *entry) {
 	m := retrytopics.Move{
-		Origin:   en.origin,
+		Origin:   *en.origin,
 		Key:      en.rec.Key,
 		Value:    en.rec.Value,
 		Topic:    e.opts.ParkingTopic,
@@ -72,7 +72,7 @@ func (e *Engine) park(l *lane, en *entry) {
 		Parked:   true,
 	}
 	r := m.Record()
-	r.Partition = en.rec.Partition
+	r.Partition = en.q.p
 	if e.tooLarge(r) {
 		// Held unsettled, like a move that cannot fit (see apply): never
 		// lost, never committed past, loud.
@@ -82,7 +82,7 @@ func (e *Engine) park(l *lane, en *entry) {
 		return
 	}
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
-		Group: e.opts.Group, Source: e.plan.Source, From: en.rec.Topic, To: e.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
+		Group: e.opts.Group, Source: e.plan.Source, From: en.q.topic, To: e.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
 	en.settled = true
 	e.settled++
@@ -91,15 +91,17 @@ func (e *Engine) park(l *lane, en *entry) {
 	e.syncBlocked(l)
 }
 
-// syncBlocked keeps the BlockedKeys gauge in step with l.
+// syncBlocked keeps the BlockedKeys gauge and its shard's count in step
+// with l: the one place that sets lane.counted.
 func (e *Engine) syncBlocked(l *lane) {
 	if b := l.keyed && l.blocked(); b != l.counted {
 		l.counted = b
+		d := -1
 		if b {
-			e.stats.BlockedKeys.Add(1)
-		} else {
-			e.stats.BlockedKeys.Add(-1)
+			d = 1
 		}
+		l.sh.blocked += d
+		e.stats.BlockedKeys.Add(int64(d))
 	}
 }
 
@@ -118,7 +120,7 @@ func (e *Engine) maybeSpill(sh *shard, now time.Time) {
 			continue
 		}
 		l := e.laneFor(sh, en.rec.Key)
-		if l.keyed && l.running == en && now.Sub(en.started) > spillAfter && len(l.wait) > 0 {
+		if l.keyed && l.running == en && now.Sub(monoStart)-en.started > spillAfter && len(l.wait) > 0 {
 			e.spill(l)
 		}
 		return
@@ -141,30 +143,33 @@ func (e *Engine) spill(l *lane) {
 	e.syncBlocked(l)
 }
 
-// acceptParking takes a record read from the parking partition.
-func (e *Engine) acceptParking(sh *shard, en *entry) {
-	op, ref, origin, isOp := opOf(en.rec)
-	en.op = op
-	if !isOp {
-		en.origin, _ = retrytopics.ReadOrigin(en.rec, false, 0)
+// acceptParking takes record r read from the parking partition q.
+func (e *Engine) acceptParking(sh *shard, q *queue, r *kgo.Record) {
+	op, ref, origin, isOp := opOf(r)
+	var en *entry
+	if isOp {
+		en = e.newEntry(q, r, nil)
+	} else {
+		o, _ := retrytopics.ReadOrigin(r, false, 0)
+		en = e.newEntry(q, r, &o)
 	}
 	if sh.restoring {
-		e.replay(sh, en, isOp, op, ref)
+		e.replay(sh, en, r, isOp, op, ref, origin)
 		return
 	}
 	if !isOp {
 		// One of ours, read back: it joins the key's parked records.
-		l := e.laneFor(sh, e.laneKeyOf(en.rec))
+		l := e.laneFor(sh, e.laneKeyOf(r.Key))
 		if !l.park.ReadBack(en) {
 			e.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
 		}
 		e.feed(l, en)
 		return
 	}
-	l := e.laneFor(sh, en.rec.Key)
+	l := e.laneFor(sh, r.Key)
 	switch {
 	case op == opRelease && origin == OriginOperator:
-		e.log.Info("operator released a key", "partition", sh.p, "key", string(en.rec.Key))
+		e.log.Info("operator released a key", "partition", sh.p, "key", string(r.Key))
 		en.settled = true
 		if l.park.OperatorRelease() {
 			e.feed(l, en)
@@ -179,10 +184,11 @@ func (e *Engine) acceptParking(sh *shard, en *entry) {
 	e.forget(l)
 }
 
-// replay applies one changelog record while the shard restores.
-func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
+// replay applies one changelog record, r (its entry en), while the shard
+// restores.
+func (e *Engine) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, origin string) {
 	if !isOp {
-		e.laneFor(sh, e.laneKeyOf(en.rec)).park.ReadBack(en)
+		e.laneFor(sh, e.laneKeyOf(r.Key)).park.ReadBack(en)
 		return
 	}
 	if op == opBarrier {
@@ -192,13 +198,13 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		}
 		return
 	}
-	key := en.rec.Key
+	key := r.Key
 	if key == nil && e.opts.Ordering == flow.OrderingPartition {
 		key = []byte{}
 	}
 	if key == nil {
 		en.settled = true // an op must name its key: not one of ours
-		e.warnOnce("op-nil-key", "parking op without a key ignored", "partition", sh.p, "offset", en.rec.Offset, "op", op)
+		e.warnOnce("op-nil-key", "parking op without a key ignored", "partition", sh.p, "offset", r.Offset, "op", op)
 		return
 	}
 	l := e.laneFor(sh, key)
@@ -208,7 +214,6 @@ func (e *Engine) replay(sh *shard, en *entry, isOp bool, op, ref string) {
 		l.blockWritten = true
 		l.markers = append(l.markers, en)
 	case opRelease:
-		_, _, origin, _ := opOf(en.rec)
 		if origin == OriginOperator {
 			en.settled = true
 			l.park.OperatorRelease()
@@ -277,7 +282,7 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 // delivery was routed.
 func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	sh := l.sh
-	key := e.laneKeyOf(en.rec)
+	key := e.laneKeyOf(en.rec.Key)
 	stage := en.q.stage
 	if stage == parkStage {
 		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opSettle, strconv.FormatInt(en.rec.Offset, 10))})
@@ -347,7 +352,7 @@ func (e *Engine) feed(l *lane, carrier *entry) {
 		for _, p := range l.park.TakeForDLQ() {
 			e.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassPermanent},
 				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.park.Gap() + " (on_dead_letter: dead_letter)", At: time.Now()})
-			p.moves = append(p.moves, move{rec: e.opRecord(l.sh.p, e.laneKeyOf(p.rec), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
+			p.moves = append(p.moves, move{rec: e.opRecord(l.sh.p, e.laneKeyOf(p.rec.Key), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
 			p.settled = true
 			e.stats.ParkedRecords.Add(-1)
 		}

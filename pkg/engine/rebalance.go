@@ -81,7 +81,7 @@ func (e *Engine) resetLocked() {
 			}
 		}
 		if !sh.restoring { // a restoring shard's parked records are counted when it finishes (finishRestore)
-			e.stats.ParkedRecords.Add(-int64(sh.parkedCount()))
+			e.stats.ParkedRecords.Add(-int64(sh.parkedCount() + sh.releasedCount()))
 		}
 		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
 	}

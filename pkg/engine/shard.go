@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/overload"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -25,6 +24,12 @@ type shard struct {
 	tiers  []*queue
 	park   *queue // nil without parking
 	lanes  map[string]*lane
+	// parked is the records parked or on their way to parking over the
+	// lanes in lanes: each keeps it in step (parking.Key.CountIn), so a
+	// pause decision does not walk the lanes. blocked is the lanes counted
+	// in Stats.BlockedKeys (lane.counted), kept by syncBlocked.
+	parked  parking.Tally
+	blocked int
 
 	// restoring: the parking partition is being replayed up to the barrier
 	// record with nonce; source and tier records wait in backlog.
@@ -58,30 +63,30 @@ type queue struct {
 	pauseQueued bool
 }
 
-// entry is one fetched record on its way through delivery.
+// entry is one fetched record on its way through delivery. It is made by
+// newEntry and kept small (record.go): a blocked key holds two, a parked
+// record one.
 type entry struct {
-	rec    *kgo.Record
-	q      *queue
-	origin retrytopics.Origin
+	rec record
+	q   *queue
+	// origin is nil for a parking op (never delivered).
+	origin *retrytopics.Origin
 	// settled: its outcome is known and its moves are built. Its offset may
 	// be committed once every earlier entry of its queue is settled too.
 	settled bool
 	// moved: its moves were handed to a transaction.
 	moved bool
-	moves []move
+	// held is set once a failed delivery of it was held (overload gate;
+	// see overload.go).
+	held bool
+	// started is when its delivery started, since monoStart.
+	started time.Duration
+	moves   []move
 	// after runs once the transaction carrying its moves committed.
 	after []func()
 	// gapAfter is set on a released parked record behind a dead-lettered
 	// head (kretry-gap-after).
 	gapAfter string
-	// op is the parking op of a marker record ("" for a record).
-	op string
-	// started is when its delivery started.
-	started time.Time
-	// ticket is its delivery's admission by Options.Overload; held is
-	// set once a failed delivery of it was held (see overload.go).
-	ticket overload.Ticket // overload gate
-	held   bool
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -96,20 +101,21 @@ type move struct {
 type lane struct {
 	sh      *shard
 	key     string
-	keyed   bool
 	wait    []*entry
 	running *entry
+	keyed   bool
 	queued  bool
 
 	// park is the key's parking state machine (ordering key or partition;
 	// package parking); the fields below are the engine's bookkeeping of
-	// the changelog ops it writes for the key (see parking.go).
+	// the changelog ops it writes for the key (see parking.go). (The bools
+	// sit together: a lane lives as long as its key is blocked.)
 	park         parking.Key[*entry]
-	dlqGate      bool            // the dead-lettered head's DLQ write is not committed yet
 	unblock      *pendingUnblock // the key's unblock op until it commits or moves to its next block (see maybeUnblock)
+	markers      []*entry        // block/release ops of the key, settled when it unblocks
+	dlqGate      bool            // the dead-lettered head's DLQ write is not committed yet
 	counted      bool            // counted in Stats.BlockedKeys
 	blockWritten bool            // a block op stands in the changelog
-	markers      []*entry        // block/release ops of the key, settled when it unblocks
 }
 
 func (l *lane) blocked() bool { return l.park.Blocked() }
@@ -179,6 +185,7 @@ func (e *Engine) laneFor(sh *shard, key []byte) *lane {
 	l, ok := sh.lanes[k]
 	if !ok {
 		l = &lane{sh: sh, key: k, keyed: true}
+		l.park.CountIn(&sh.parked)
 		sh.lanes[k] = l
 	}
 	return l
@@ -216,11 +223,10 @@ func (e *Engine) ingest(recs []*kgo.Record) {
 
 // accept takes one record into its queue and lane.
 func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
-	en := &entry{rec: r, q: q}
-	q.entries = append(q.entries, en)
 	switch q.stage {
 	case 0:
-		en.origin, _ = retrytopics.ReadOrigin(r, true, 0)
+		o, _ := retrytopics.ReadOrigin(r, true, 0)
+		en := e.newEntry(q, r, &o)
 		l := e.laneFor(sh, r.Key)
 		if e.parking() && l.keyed && l.blocked() {
 			e.park(l, en)
@@ -228,15 +234,27 @@ func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
 		}
 		e.push(l, en)
 	case parkStage:
-		e.acceptParking(sh, en)
+		e.acceptParking(sh, q, r)
 	default:
 		o, err := retrytopics.ReadOrigin(r, false, int64(q.stage))
 		if err != nil {
 			e.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
 		}
-		en.origin = o
-		q.due.Add(en, o.Due)
+		q.due.Add(e.newEntry(q, r, &o), o.Due)
 	}
+}
+
+// popFront removes and returns the first element of *s. Its slot is
+// cleared and an emptied slice let go: a backing array must not keep a
+// record that is done (its entry, its moves) or a dropped lane alive.
+func popFront[T any](s *[]*T) *T {
+	v := (*s)[0]
+	(*s)[0] = nil
+	*s = (*s)[1:]
+	if len(*s) == 0 {
+		*s = nil
+	}
+	return v
 }
 
 // push appends en to lane l and marks the lane ready if it is idle.
@@ -258,20 +276,25 @@ func (e *Engine) markReady(l *lane) {
 }
 
 // parkedCount is the records parked or on their way to parking.
-func (sh *shard) parkedCount() int {
-	n := 0
-	for _, l := range sh.lanes {
-		n += l.park.Parked()
-	}
-	return n
-}
+func (sh *shard) parkedCount() int { return sh.parked.Parked() }
 
-func (sh *shard) blockedCount() int {
+// releasedCount is the parked records released to their lanes (waiting or
+// in delivery) and not yet routed: Stats.ParkedRecords still counts them,
+// parkedCount no longer does. It walks the lanes: a reset asks it, once.
+func (sh *shard) releasedCount() int {
 	n := 0
 	for _, l := range sh.lanes {
-		if l.counted {
+		for _, en := range l.wait {
+			if en.q.stage == parkStage {
+				n++
+			}
+		}
+		if l.running != nil && l.running.q.stage == parkStage {
 			n++
 		}
 	}
 	return n
 }
+
+// blockedCount is the shard's keys counted in Stats.BlockedKeys.
+func (sh *shard) blockedCount() int { return sh.blocked }

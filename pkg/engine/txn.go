@@ -72,6 +72,7 @@ func (e *Engine) prepare() *txn {
 			if n > 0 {
 				last := q.entries[n-1].rec
 				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
+				clear(q.entries[:n]) // the backing array must not keep them alive
 				q.entries = q.entries[n:]
 				tx.records += n
 				advanced = true
