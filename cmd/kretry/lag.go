@@ -111,7 +111,7 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			} else if n > 0 {
 				fmt.Fprintln(stdout)
 			}
-			printLag(stdout, snap, m.Config().Window, n+1, *watch, sig)
+			printLag(stdout, snap, m.Config().Window, n+1, *watch, sig, *path)
 		}
 		if !*watch {
 			if err != nil {
@@ -136,7 +136,9 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // printLag writes a snapshot as tables: the groups, their partitions, the
 // dead-letter topics and the problems of the scan.
-func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *signals) {
+// printLag prints one scan; path is the config file lag read, which the
+// hint to `kretry dlq stats` names so that it can be pasted as printed.
+func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *signals, path string) {
 	fmt.Fprintf(w, "kretry lag — %s, scan took %s", s.Time.UTC().Format(time.RFC3339), s.Duration.Round(time.Millisecond))
 	switch {
 	case !watch:
@@ -183,7 +185,11 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 		tw.Flush()
 		// Counting the records still waiting means reading the DLQ and its
 		// marks: too much for a lag scan, so say where that count is.
-		fmt.Fprintf(w, "OFFSETS run from FROM to END: records already redriven or discarded and transaction markers included;\nthe records still waiting: kretry dlq stats --topic %s\n", source)
+		cfgArg := ""
+		if path != "" {
+			cfgArg = " -c " + shellWord(path)
+		}
+		fmt.Fprintf(w, "OFFSETS run from FROM to END: records already redriven or discarded and transaction markers included;\nthe records still waiting: kretry dlq stats%s --topic %s\n", cfgArg, source)
 	}
 	sig.print(w)
 	if len(s.Errors) > 0 {
@@ -192,6 +198,15 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 			fmt.Fprintln(w, "  "+e)
 		}
 	}
+}
+
+// shellWord is s as one word a POSIX shell reads back as s: as it is when
+// it has no character the shell treats specially, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=+@%,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func orDash(s string) string {

@@ -91,7 +91,7 @@ func TestLagCommandTable(t *testing.T) {
 		"orders-kretry  orders.parking   1          parking",
 		"DLQ         PARTITION  SOURCE  FROM       END  OFFSETS  AGE  NOTE",
 		"orders.dlq  0          orders  log start  0    0        0s",
-		"the records still waiting: kretry dlq stats --topic orders\n",
+		"the records still waiting: kretry dlq stats -c " + path + " --topic orders\n", // pasted as printed, it runs
 		"the status needs 2 (--watch)",
 	} {
 		if !strings.Contains(s, want) {
@@ -232,5 +232,20 @@ kretry_delivery_failures_total{error_type="503",kretry_error_class="transient",k
 	errb.Reset()
 	if code := run(context.Background(), []string{"lag", "-c", path, "--metrics", "ftp://x"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `--metrics "ftp://x"`) {
 		t.Errorf("--metrics ftp://x: exit %d, stderr %q; want %d naming the flag", code, errb.String(), exitUsage)
+	}
+}
+
+// The hint's config path reads back as itself in a POSIX shell.
+func TestShellWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"config.yaml":           "config.yaml",
+		"/etc/kretry/a-b_c.yml": "/etc/kretry/a-b_c.yml",
+		"my config.yaml":        "'my config.yaml'",
+		"it's.yaml":             `'it'\''s.yaml'`,
+		"$HOME/x.yaml":          "'$HOME/x.yaml'",
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
+		}
 	}
 }
