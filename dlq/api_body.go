@@ -71,7 +71,7 @@ func bodyError(raw []byte, err error) error {
 		return fmt.Errorf("request body: the JSON ends too early: %s", hint)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("request body: unknown field %s: a MoveRequest has filter, limit, rate, dry_run, reason and by (docs/DLQ.md, Admin API)", name)
+		return fmt.Errorf("request body: unknown field %s: a redrive or discard request has filter, limit, rate, dry_run, reason and by (docs/DLQ.md, Admin API)", name)
 	}
 	return fmt.Errorf("request body: %w", err)
 }

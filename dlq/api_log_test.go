@@ -77,7 +77,7 @@ func TestAdminAPILogsEveryRefusalInItsOwnWords(t *testing.T) {
 		{`not json`, `request body: not JSON (at byte 2)`},
 		{`[1]`, `request body: want a JSON object, got a JSON array`},
 		{``, `request body is empty`},
-		{`{"speed":5}`, `request body: unknown field \"speed\": a MoveRequest has filter, limit, rate`},
+		{`{"speed":5}`, `request body: unknown field \"speed\": a redrive or discard request has filter, limit, rate`},
 		{`{"rate":-1}`, `rate -1: want records/s above 0`},
 		{`{"rate":0.001}`, `rate 0.001 records/s is below the floor`},
 	} {

@@ -70,9 +70,12 @@ func TestAdminAPI(t *testing.T) {
 	src := e.plan.Source
 	// Bad or missing token: 401, and nothing changes.
 	for _, tok := range []string{"", "wrong-token-0123456789"} {
-		code, _ := call(t, srv, "POST", "/api/topics/"+src+"/redrive", tok, map[string]any{})
+		code, b := call(t, srv, "POST", "/api/topics/"+src+"/redrive", tok, map[string]any{})
 		if code != http.StatusUnauthorized {
 			t.Fatalf("token %q: %d, want 401", tok, code)
+		}
+		if !strings.Contains(string(b), "Bearer <admin.token>") { // as written, not \u003c
+			t.Errorf("token %q: body %s, want it to name Bearer <admin.token>", tok, b)
 		}
 	}
 	var list struct {
