@@ -258,7 +258,7 @@ func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	b.held++
 	if reason == ReasonDependency {
 		b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
-			"reason", reason, "failed", b.first.failures+b.retry.failures, "window", len(b.first.keys)+len(b.retry.keys),
+			"reason", reason, "failed", b.first.failures+b.retry.failures, "deliveries", len(b.first.keys)+len(b.retry.keys),
 			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String(), "reopenings", b.relapses)
 	}
 }
