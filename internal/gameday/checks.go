@@ -280,7 +280,8 @@ func waiting(sm sample) int64 { return sm.LagTotal + int64(sm.Parked) }
 // retry, ≤ MaxSpread, or no 100 ms holds more than a tenth of the records
 // that failed together.
 func (r *run) retrySpread() Check {
-	what := fmt.Sprintf("retry arrivals of the %d records that failed together: peak/mean per 100ms ≤ %.0f", len(r.burst), r.plan.MaxSpread)
+	what := fmt.Sprintf("retry arrivals of the %d records that failed together: peak/mean per 100ms ≤ %.0f, or no 100ms with more than %d of them",
+		len(r.burst), r.plan.MaxSpread, len(r.burst)/10)
 	in := map[int64]bool{}
 	for _, id := range r.burst {
 		in[id] = true
