@@ -53,7 +53,11 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	f.dlqTopic = t.DLQ
 	log := newLogger(config.Log{Level: "warn", Format: "text"}, stderr)
-	kc, err := sidecar.CommandClients(cfg, log)
+	// The Kafka client's own warnings (a connection refused while the
+	// start check waits for the brokers) are left out, as kretry lag
+	// leaves them out: the check's error says what is wrong, and the
+	// operations report the failures that matter in their own words.
+	kc, err := sidecar.CommandClients(cfg, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
 		return exitFail

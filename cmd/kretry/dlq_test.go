@@ -237,3 +237,18 @@ func TestProgressBarPrintsNoRateBeforeThereIsOne(t *testing.T) {
 		t.Errorf("after the second move: %q, want 2/2  1.0/s  ETA 0s", b.String())
 	}
 }
+
+// With no broker answering, a dlq command prints its one error (which
+// names kafka.brokers), not the Kafka client's connection warnings
+// before it, as kretry lag does (newcomer walk).
+func TestDLQWithNoBrokerPrintsOneError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, "kafka:\n  brokers: [127.0.0.1:1]\napp:\n  url: http://127.0.0.1:8080/kafka\ntopics:\n  - name: orders\n")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"dlq", "stats", "-c", path, "--topic", "orders"}, &out, &errb); code != exitFail {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitFail, errb.String())
+	}
+	if s := errb.String(); strings.Count(strings.TrimSpace(s), "\n") != 0 || !strings.Contains(s, "kafka.brokers") || strings.Contains(s, "level=WARN") {
+		t.Errorf("stderr:\n%s\nwant one line naming kafka.brokers, no client warnings", s)
+	}
+}
