@@ -219,7 +219,7 @@ reached, a demo that lost records or gave up waiting), 2 bad flags or a bad conf
 // is printed by parse, so Usage does nothing.
 func (c *command) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kretry "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // parse prints what is wrong, in kretry's words
 	fs.Usage = func() {}
 	return fs
 }
@@ -233,14 +233,31 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Write
 	case errors.Is(err, flag.ErrHelp):
 		c.help(stdout, fs)
 		return exitOK, true
-	case err != nil: // the flag package printed what is wrong
-		fmt.Fprintf(stderr, "Run 'kretry %s -h' for help.\n", c.name)
+	case err != nil:
+		fmt.Fprintf(stderr, "kretry %s: %s\nRun 'kretry %s -h' for help.\n", c.name, flagError(fs, err), c.name)
 		return exitUsage, true
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "kretry %s: unexpected argument %q\nRun 'kretry %s -h' for help.\n", c.name, fs.Arg(0), c.name)
 		return exitUsage, true
 	}
 	return exitOK, false
+}
+
+// flagError says what err, from parsing fs, found wrong: an unknown flag
+// with the nearest defined one, or the flag package's own words.
+func flagError(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err.Error()
+	}
+	name = strings.TrimLeft(name, "-")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	msg := "unknown flag --" + name
+	if m := config.Closest(name, names); m != "" {
+		msg += ", did you mean --" + m + "?"
+	}
+	return msg
 }
 
 // help prints the command's purpose, usage, flags and example.

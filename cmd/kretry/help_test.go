@@ -164,6 +164,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"run", "--nope"}, "Run 'kretry run -h' for help."},
 		{[]string{"demo", "--records", "x"}, "Run 'kretry demo -h' for help."},
+		{[]string{"demo", "--recrods", "5"}, "kretry demo: unknown flag --recrods, did you mean --records?\nRun 'kretry demo -h' for help."},
+		{[]string{"gameday", "--zzzzzz"}, "kretry gameday: unknown flag --zzzzzz\nRun"},
+		{[]string{"lag", "--interval", "x"}, `kretry lag: invalid value "x" for flag -interval`},
 		{[]string{"validate", "-c", "x.yaml", "extra"}, `unexpected argument "extra"`},
 		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--topic and --key are required"},
 		{[]string{"parking", "hold"}, `unknown subcommand "hold"`},

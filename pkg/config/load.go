@@ -774,6 +774,11 @@ func unknownAt(raw map[string]any, path string) (unknown, valid []string, ok boo
 // two adjacent letters counts one), if it is near enough to be a typo: at
 // most a third of the shorter key's length, at least one edit. Ties go to
 // the earlier key in valid.
+// Closest returns the name in valid nearest to name, for a "did you
+// mean" hint (a config key, a command's flag); "" when none is near: an
+// edit distance of at most a third of the shorter name, and at least 1.
+func Closest(name string, valid []string) string { return closest(name, valid) }
+
 func closest(key string, valid []string) string {
 	best, bestD := "", -1
 	for _, v := range valid {
