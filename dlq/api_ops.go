@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,15 +36,8 @@ func (s *Server) move(action string) http.HandlerFunc {
 		if c == nil {
 			return
 		}
-		by := r.Header.Get("X-Kretry-By")
 		body, code, err := decodeMove(w, r)
-		if body.By != "" {
-			by = body.By
-		}
-		if by == "" {
-			by = "admin-api"
-		}
-		by += " (admin API from " + r.RemoteAddr + ")"
+		by := requester(r, body.By)
 		topic := r.PathValue("topic")
 		if err != nil {
 			s.refuse(w, code, err, "action", action, "topic", topic, "by", by)
@@ -220,15 +214,30 @@ func (s *Server) cancelOp(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	by := r.Header.Get("X-Kretry-By")
-	if by == "" {
-		by = "admin-api"
-	}
+	by := requester(r, "")
 	if snap := st.snapshot(s); snap.State != "running" {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": "operation " + st.Op + " has already ended (" + snap.State + "); nothing to cancel", "op": snap})
 		return
 	}
-	s.log.Info("admin API: operation cancelled", "op", st.Op, "by", by+" (admin API from "+r.RemoteAddr+")")
+	s.log.Info("admin API: operation cancelled", "op", st.Op, "by", by)
 	st.cancel()
 	writeJSON(w, http.StatusAccepted, st.snapshot(s))
+}
+
+// requester is who asked, for the marks and the log: the name the request
+// gives (its JSON "by", else the X-Kretry-By header) and the client's host
+// (not its port, which changes with every connection): "alice (admin API
+// from 10.0.0.7)", or "admin API from 10.0.0.7" when it gives none.
+func requester(r *http.Request, by string) string {
+	if by == "" {
+		by = r.Header.Get("X-Kretry-By")
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if by == "" {
+		return "admin API from " + host
+	}
+	return by + " (admin API from " + host + ")"
 }
