@@ -2,6 +2,7 @@ package lag
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,17 +22,21 @@ func (m *Monitor) logScan(err error, since time.Duration) {
 	switch {
 	case msg != "" && since < coordinatorGrace && coordinatorLoading(err):
 		if msg != m.lastErr {
-			m.log.Info("lag scan incomplete: a group coordinator is not ready yet (normal in a new cluster's first seconds)", "err", err)
+			m.log.Info("lag scan incomplete: a group coordinator is not ready yet (normal in a new cluster's first seconds)", "err", oneLine(msg))
 		}
 		m.lastErr, m.loading = msg, true
 		return
 	case msg != "" && (msg != m.lastErr || m.loading):
-		m.log.Warn("lag scan incomplete", "err", err)
+		m.log.Warn("lag scan incomplete", "err", oneLine(msg))
 	case msg == "" && m.lastErr != "":
 		m.log.Info("lag scan complete again")
 	}
 	m.lastErr, m.loading = msg, false
 }
+
+// oneLine joins the lines of a joined error (one per group or topic) with
+// "; ", so that a log line stays one line.
+func oneLine(msg string) string { return strings.ReplaceAll(msg, "\n", "; ") }
 
 // coordinatorLoading reports whether every error joined in err is a group
 // coordinator not ready: COORDINATOR_NOT_AVAILABLE,

@@ -48,5 +48,8 @@ func TestScanLogCoordinatorLoading(t *testing.T) {
 		case st.want != "" && !strings.Contains(got, "level="+st.want):
 			t.Errorf("step %d (%v after %v): logged %q, want a line at %s", i, st.err, st.since, got, st.want)
 		}
+		if strings.Count(got, "\n") > 1 || strings.Contains(got, `\n`) {
+			t.Errorf("step %d: logged %q, want one line, the joined errors separated by \"; \"", i, got)
+		}
 	}
 }
