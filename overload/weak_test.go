@@ -1,0 +1,102 @@
+package overload
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestFreshFailureAfterAWeakOpeningIsAnOutage: the breaker opens on
+// retries alone (due tier records are delivered first and fail fast),
+// while fresh first attempts that started before the opening are still
+// running against the hanging dependency. They time out after it opened:
+// fresh records failed, an outage. Then the source is quiet and only held
+// records are left to probe with. The breaker must stay open (spend
+// nothing), as it does when a fresh record fails as a probe; counting
+// only probes, it closed after weakRounds lost rounds and let the held
+// fresh records walk their tiers during the outage.
+func TestFreshFailureAfterAWeakOpeningIsAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{MaxInFlight: 16,
+			Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}})
+		state := func() State { return g.Snapshot(time.Now()).State }
+		deliver(t, g, time.Now(), false, success("before"))
+		time.Sleep(2 * time.Second) // the outage begins; no first attempt succeeds for Wait
+		var fresh []Ticket
+		for range 8 {
+			tk, ok := g.Admit(time.Now(), false, len(fresh))
+			if !ok {
+				t.Fatal("fresh record not admitted while closed")
+			}
+			fresh = append(fresh, tk)
+		}
+		for i := 0; state() == Closed; i++ {
+			if i == 200 {
+				t.Fatal("failing retries did not open the breaker")
+			}
+			deliver(t, g, time.Now(), true, fail(fmt.Sprint("retry", i%12)))
+		}
+		time.Sleep(100 * time.Millisecond) // the fresh records time out: held
+		for i, tk := range fresh {
+			o := fail(fmt.Sprint("fresh", i))
+			o.Answer, o.Message = "timeout", "context deadline exceeded"
+			if v := g.Done(time.Now(), tk, o); v != Hold {
+				t.Fatalf("fresh record %d failing while open: %v, want %v", i, v, Hold)
+			}
+		}
+		rounds := probeRounds(t, g, weakRounds+2, func(int, int) bool { return true }, func(i int) Outcome { return fail(fmt.Sprint("fresh", i)) })
+		if state() == Closed {
+			t.Fatalf("fresh records failed during the outage, yet the breaker closed after probe rounds %v of held records", rounds)
+		}
+	})
+}
+
+// TestLateFreshProbeFailureIsAnOutage: an outage opened on retries; in
+// each round the fresh record probes first but answers last (it times
+// out), after two held retries failed fast and lost the round. Its failure
+// is of an earlier round, but still a fresh record failing: the breaker
+// must stay open. Counting only the current round's probes, it closed
+// after weakRounds rounds although a fresh record failed in every one.
+func TestLateFreshProbeFailureIsAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{MaxInFlight: 16,
+			Breaker: BreakerConfig{Enabled: true, Window: 20, FailureRatio: 0.5, Wait: time.Second, MaxWait: 30 * time.Second, Probes: 3}})
+		state := func() State { return g.Snapshot(time.Now()).State }
+		for i := 0; state() == Closed; i++ {
+			if i == 200 {
+				t.Fatal("failing retries did not open the breaker")
+			}
+			deliver(t, g, time.Now(), true, fail(fmt.Sprint("retry", i%12)))
+		}
+		for round := range weakRounds + 2 {
+			if state() == Closed {
+				t.Fatalf("a fresh record failed in each of rounds 1..%d, yet the breaker closed", round)
+			}
+			for !g.Probing(time.Now()) {
+				w, _ := g.Wake(time.Now())
+				time.Sleep(time.Until(w))
+			}
+			fresh, ok := g.Admit(time.Now(), false, 0)
+			if !ok {
+				t.Fatalf("round %d: fresh probe not admitted", round+1)
+			}
+			for i := 0; state() == Probing; i++ {
+				tk, ok := g.Admit(time.Now(), true, 1)
+				if !ok {
+					t.Fatalf("round %d: held retry probe %d not admitted", round+1, i)
+				}
+				o := fail(fmt.Sprint("retry", i))
+				o.Again = true
+				g.Done(time.Now(), tk, o)
+			}
+			time.Sleep(time.Second) // the fresh probe times out
+			o := fail(fmt.Sprint("fresh", round))
+			o.Answer = "timeout"
+			g.Done(time.Now(), fresh, o)
+		}
+		if state() == Closed {
+			t.Fatal("a fresh record failed in every round, yet the breaker closed")
+		}
+	})
+}
