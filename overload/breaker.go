@@ -274,6 +274,12 @@ func (b *breaker) fails(o Outcome) bool {
 // done takes the outcome of a delivery made while open or probing.
 func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	failed := b.fails(o)
+	if failed && !t.retry && !o.Released && !o.Again {
+		// A fresh record fails too: an outage. Also when it is not this
+		// round's probe: one admitted before the opening, or a probe
+		// answering after faster ones lost its round (a timeout).
+		b.weak = false
+	}
 	if !t.probe || t.round != b.rounds || b.state != Probing {
 		if failed {
 			b.held++
@@ -283,9 +289,6 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	}
 	need := b.cfg.Probes/2 + 1
 	if failed {
-		if !t.retry && !o.Released && !o.Again {
-			b.weak = false // a fresh record fails too: an outage
-		}
 		if b.bad++; b.bad <= b.cfg.Probes-need {
 			return Probe // the round is not lost yet
 		}
