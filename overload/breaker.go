@@ -99,8 +99,8 @@ type breaker struct {
 	recovering bool
 	trial      int
 
-	// weak: this outage opened on retries alone and no first attempt
-	// failed as a probe since (see closeQuiet); quiet: closed by
+	// weak: this outage opened on retries alone and no fresh first
+	// attempt failed since, as a probe or not (see closeQuiet); quiet: closed by
 	// closeQuiet, and no first attempt delivered since, so retries alone
 	// do not open the breaker.
 	weak, quiet bool
