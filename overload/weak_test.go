@@ -100,3 +100,40 @@ func TestLateFreshProbeFailureIsAnOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestOutageDuringAParkingRelease: the source is quiet; parked records of
+// many keys are being released (each succeeds in 1ms, 8 in flight) when
+// the dependency goes down (every call fails at once, 503). The breaker
+// must open after about a window of failures, as on first attempts, not
+// after Wait: released records are records the app has not seen, and a
+// second of them at this rate is thousands moved to a retry tier, each
+// an attempt consumed by the outage.
+func TestOutageDuringAParkingRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := newTestGate(t, Config{Breaker: breakerConfig(), MaxInFlight: 8})
+		start, counted, i := time.Now(), 0, 0
+		for g.Snapshot(time.Now()).State == Closed && time.Since(start) < 5*time.Second {
+			for j := 0; j < 8 && g.Snapshot(time.Now()).State == Closed; j++ {
+				tk, ok := g.Admit(time.Now(), false, 0)
+				if !ok {
+					t.Fatalf("released record %d not admitted while closed", i)
+				}
+				i++
+				o := Outcome{Class: OK, Key: fmt.Sprint("k", i%500), ID: fmt.Sprint("orders.parking/0/", i), Released: true}
+				if time.Since(start) >= time.Second {
+					o.Class, o.Answer, o.Message = Transient, "503", "status 503: unavailable"
+				}
+				if v := g.Done(time.Now(), tk, o); o.Class == Transient && v == Count {
+					counted++
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if g.Snapshot(time.Now()).State == Closed {
+			t.Fatalf("the breaker did not open in 4s of an outage; %d released records routed", counted)
+		}
+		if counted > 2*breakerConfig().Window {
+			t.Errorf("%d released records were routed (an attempt consumed) before the breaker opened, %v into the outage; want at most %d", counted, time.Since(start)-time.Second, 2*breakerConfig().Window)
+		}
+	})
+}
