@@ -88,9 +88,14 @@ type breaker struct {
 	// before first attempts: a tier's burst of Window retries in a row
 	// says nothing of the first attempts between the bursts (kretry demo
 	// opened the breaker 9 to 12 times a run so, its app healthy).
-	first, retry window
-	sinceFirstOK int
-	firstOK      time.Time
+	// Released parked records are judged over their own window (released:
+	// their successes and failures), without the Wait: they are delivered
+	// among the first attempts, not in a tier's bursts, and a second of
+	// them failing in an outage is thousands of attempts consumed
+	// (TestOutageDuringAParkingRelease).
+	first, retry, released window
+	sinceFirstOK           int
+	firstOK                time.Time
 
 	// Hysteresis (see relapse): reopenings since this episode's first
 	// opening, and, while recovering after a close, the deliveries
@@ -119,22 +124,26 @@ const weakRounds = 3
 
 func newBreaker(cfg BreakerConfig, most int, log *slog.Logger) *breaker {
 	return &breaker{cfg: cfg, log: log, rand: rand.Float64, most: most, opened: map[Reason]int64{},
-		first: newWindow(cfg), retry: newWindow(cfg)}
+		first: newWindow(cfg), retry: newWindow(cfg), released: newWindow(cfg)}
 }
 
 // maxRelapses bounds the evidence a reopening needs: Window·2⁴ deliveries.
 const maxRelapses = 4
 
 // observe adds a closed-state outcome of a first attempt (retry false) or
-// of weak evidence (retry true: a retry, or a released parked record; see
-// Outcome.Released), during being what ended while it was delivered, and
-// reports whether the breaker should open.
+// of weak evidence (retry true: a retry, or a released parked record's
+// failure; see Outcome.Released and the released window), during being
+// what ended while it was delivered, and reports whether the breaker
+// should open.
 func (b *breaker) observe(now time.Time, o Outcome, retry bool, during tally) bool {
 	if o.Class != OK && o.Class != Transient || o.Class == Transient && b.overtaken(during) {
 		return false
 	}
 	b.recovered()
 	b.sinceFirstOK++
+	if o.Released {
+		b.released.add(o)
+	}
 	if !retry {
 		b.quiet = false
 		if o.Class == OK {
@@ -142,6 +151,9 @@ func (b *breaker) observe(now time.Time, o Outcome, retry bool, during tally) bo
 		}
 		b.first.add(o)
 		return o.Class == Transient && b.first.tripped()
+	}
+	if o.Released {
+		return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window && b.released.tripped()
 	}
 	b.retry.add(o)
 	return !b.quiet && o.Class == Transient && b.sinceFirstOK >= b.cfg.Window &&
@@ -169,6 +181,7 @@ func (b *breaker) size() int { return b.cfg.Window << b.relapses }
 func (b *breaker) resetWindow() {
 	b.first.reset(b.size(), true)
 	b.retry.reset(b.size(), true)
+	b.released.reset(b.size(), true)
 	b.sinceFirstOK = 0
 	b.recovering, b.trial = true, 0
 }
@@ -185,6 +198,7 @@ func (b *breaker) recovered() {
 	b.recovering, b.relapses = false, 0
 	b.first.shrink(b.cfg.Window)
 	b.retry.shrink(b.cfg.Window)
+	b.released.shrink(b.cfg.Window)
 }
 
 // admit reports whether a delivery may start; probe is true for a probe.
@@ -258,7 +272,8 @@ func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	b.held++
 	if reason == ReasonDependency {
 		b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
-			"reason", reason, "failed", b.first.failures+b.retry.failures, "deliveries", len(b.first.keys)+len(b.retry.keys),
+			"reason", reason, "failed", b.first.failures+b.retry.failures+b.released.failures,
+			"deliveries", len(b.first.keys)+len(b.retry.keys)+b.released.failures, // its successes are in first
 			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String(), "reopenings", b.relapses)
 	}
 }

@@ -47,8 +47,8 @@ type Outcome struct {
 	Again bool
 	// Released: a parked record released after its key's earlier record
 	// finished. Its key failed before, so its failure, like a retry's, is
-	// weak evidence of the dependency: it counts in the retry window,
-	// not the first attempts' (see breaker.observe). Without this, the
+	// weak evidence of the dependency: it counts in a window of released
+	// records, not the first attempts' (see breaker.observe). Without this, the
 	// parked records of keys whose every first attempt fails, once the
 	// other keys' records are all delivered, read as an outage and were
 	// held for ever (e2e TestFaultSuite, KRETRY_TEST_FAULT=overload). Its

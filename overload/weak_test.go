@@ -132,6 +132,7 @@ func TestOutageDuringAParkingRelease(t *testing.T) {
 		if g.Snapshot(time.Now()).State == Closed {
 			t.Fatalf("the breaker did not open in 4s of an outage; %d released records routed", counted)
 		}
+		t.Logf("opened %v into the outage after %d released records routed", time.Since(start)-time.Second, counted)
 		if counted > 2*breakerConfig().Window {
 			t.Errorf("%d released records were routed (an attempt consumed) before the breaker opened, %v into the outage; want at most %d", counted, time.Since(start)-time.Second, 2*breakerConfig().Window)
 		}
