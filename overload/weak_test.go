@@ -138,3 +138,39 @@ func TestOutageDuringAParkingRelease(t *testing.T) {
 		}
 	})
 }
+
+// TestRunningCountsOnlyDeliveriesUnderWay: the deliveries still running
+// count as failing when a failure's flight is judged (see Clumping), so
+// the count must follow Admit and Done exactly: an admission a later
+// policy refused (rate, budget) never counts, a cancelled delivery ends,
+// and a zero Ticket (no Admit) ends nothing. Drifting up, it would make
+// every clump count; drifting down, it would let an outage's hanging
+// calls be overtaken.
+func TestRunningCountsOnlyDeliveriesUnderWay(t *testing.T) {
+	g, _ := newTestGate(t, Config{Breaker: breakerConfig(), MaxRate: 2,
+		Budget: BudgetConfig{Ratio: 0.1, Window: 10 * time.Second}})
+	now := t0
+	running, ok := g.Admit(now, false, 0) // a first attempt, left running
+	if !ok {
+		t.Fatal("first delivery not admitted")
+	}
+	if _, ok := g.Admit(now, true, 1); ok {
+		t.Fatal("a retry over the budget was admitted")
+	}
+	cancelled, ok := g.Admit(now, false, 1)
+	if !ok {
+		t.Fatal("second first attempt not admitted")
+	}
+	if _, ok := g.Admit(now, false, 2); ok {
+		t.Fatal("a delivery over max_rate was admitted")
+	}
+	g.Done(now, cancelled, Outcome{Class: Cancelled, Key: "c"})
+	g.Done(now, Ticket{}, success("no-ticket"))
+	if g.running != 1 {
+		t.Fatalf("running = %d with one admitted delivery under way, want 1", g.running)
+	}
+	g.Done(now, running, success("r"))
+	if g.running != 0 {
+		t.Fatalf("running = %d after every admitted delivery ended, want 0", g.running)
+	}
+}
