@@ -210,6 +210,18 @@ func TestReleasedRecordsAreWeakEvidence(t *testing.T) {
 		if last := rounds[len(rounds)-1]; last[len(last)-1] != Spend {
 			t.Errorf("the last lost round's verdicts %v: want the last %v (its attempt counts)", last, Spend)
 		}
+		// After the quiet close the released records of those keys walk
+		// their tiers: they alone do not open the breaker again.
+		for i := range 200 {
+			tk, ok := g.Admit(time.Now(), false, 0)
+			if !ok {
+				t.Fatalf("released record %d not admitted after the quiet close", i)
+			}
+			if v := g.Done(time.Now(), tk, released(i)); v != Count || state() != Closed {
+				t.Fatalf("released record %d after the quiet close: verdict %v, breaker %v; want Count, closed", i, v, state())
+			}
+			time.Sleep(10 * time.Millisecond) // longer than Wait in all
+		}
 	})
 }
 
