@@ -3,6 +3,7 @@ package lag
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -92,21 +93,42 @@ type fetchStats struct {
 // fetch resolves wants within ctx; wants it could not resolve are missing
 // from the result. The cache keeps exactly the keys of this call.
 func (f *fetcher) fetch(ctx context.Context, wants []fetchWant) (map[fetchKey]fetchResult, fetchStats) {
-	var st fetchStats
-	out := make(map[fetchKey]fetchResult, len(wants))
-	byPart := map[partKey][]*pending{}
-	names := map[[16]byte]string{}
+	run := f.start(wants)
+	for round := 0; round < fetchMaxRounds && len(run.byPart) > 0 && ctx.Err() == nil; round++ {
+		run.st.Rounds++
+		reqs, offsets := run.requests()
+		for a := range f.send(ctx, reqs, &run.st) {
+			run.apply(f, a, offsets)
+		}
+		run.prune()
+	}
+	f.cache = run.learnt()
+	return run.out, run.st
+}
+
+// fetchRun is one call of fetch: the resolved wants (out) and those under
+// way, by partition, each partition's sorted by cursor.
+type fetchRun struct {
+	st     fetchStats
+	out    map[fetchKey]fetchResult
+	byPart map[partKey][]*pending
+	names  map[[16]byte]string // topic by topic ID
+}
+
+// start resolves the wants the cache answers and queues the others.
+func (f *fetcher) start(wants []fetchWant) *fetchRun {
+	run := &fetchRun{out: make(map[fetchKey]fetchResult, len(wants)), byPart: map[partKey][]*pending{}, names: map[[16]byte]string{}}
 	for _, w := range wants {
-		if _, dup := out[w.key]; dup {
+		if _, dup := run.out[w.key]; dup {
 			continue
 		}
-		st.Wanted++
+		run.st.Wanted++
 		p := &pending{want: w, cursor: w.key.from}
 		if c, ok := f.cache[w.key]; ok {
 			switch {
 			case c.found, c.emptyUntil >= w.end:
-				out[w.key] = c
-				st.Cached++
+				run.out[w.key] = c
+				run.st.Cached++
 				continue
 			case c.emptyUntil > p.cursor:
 				p.cursor = c.emptyUntil
@@ -114,140 +136,161 @@ func (f *fetcher) fetch(ctx context.Context, wants []fetchWant) (map[fetchKey]fe
 		}
 		if p.cursor >= w.end {
 			p.done, p.res = true, fetchResult{emptyUntil: p.cursor}
-			out[w.key] = p.res
+			run.out[w.key] = p.res
 			continue
 		}
 		pk := partKey{w.key.topic, w.key.partition, w.key.committed}
-		byPart[pk] = append(byPart[pk], p)
-		names[w.key.id] = w.key.topic
+		run.byPart[pk] = append(run.byPart[pk], p)
+		run.names[w.key.id] = w.key.topic
 	}
-	for _, ps := range byPart {
+	for _, ps := range run.byPart {
 		slices.SortFunc(ps, func(a, b *pending) int { return cmp.Compare(a.cursor, b.cursor) })
 	}
+	return run
+}
 
-	for round := 0; round < fetchMaxRounds && len(byPart) > 0 && ctx.Err() == nil; round++ {
-		st.Rounds++
-		type reqKey struct {
-			leader    int32
-			committed bool
-		}
-		reqs := map[reqKey]*kmsg.FetchRequest{}
-		type topicKey struct {
-			reqKey
-			topic string
-		}
-		topicIdx := map[topicKey]int{}
-		// The fetch offset of each partition in this round.
-		offsets := map[partKey]int64{}
-		for pk, ps := range byPart {
-			first := ps[0]
-			rk := reqKey{first.want.leader, pk.committed}
-			req := reqs[rk]
-			if req == nil {
-				req = kmsg.NewPtrFetchRequest()
-				req.ReplicaID = -1
-				req.MaxWaitMillis = 0
-				req.MinBytes = 1
-				req.MaxBytes = fetchMaxBytes
-				req.SessionID = 0
-				req.SessionEpoch = -1
-				if pk.committed {
-					req.IsolationLevel = 1
-				}
-				reqs[rk] = req
-			}
-			tk := topicKey{rk, pk.topic}
-			ti, ok := topicIdx[tk]
-			if !ok {
-				t := kmsg.NewFetchRequestTopic()
-				t.Topic, t.TopicID = pk.topic, first.want.key.id
-				ti = len(req.Topics)
-				topicIdx[tk] = ti
-				req.Topics = append(req.Topics, t)
-			}
-			rt := &req.Topics[ti]
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = pk.partition
-			rp.FetchOffset = first.cursor
-			rp.PartitionMaxBytes = fetchPartitionMaxBytes
-			rp.CurrentLeaderEpoch = -1
-			rp.LogStartOffset = -1
-			rt.Partitions = append(rt.Partitions, rp)
-			offsets[pk] = first.cursor
-		}
+// reqKey is one Fetch request of a round: a leader and an isolation level.
+type reqKey struct {
+	leader    int32
+	committed bool
+}
 
-		type answer struct {
-			committed bool
-			resp      *kmsg.FetchResponse
+// requests builds this round's Fetch requests: each partition once, at the
+// cursor of its first pending want; offsets holds those fetch offsets.
+func (run *fetchRun) requests() (map[reqKey]*kmsg.FetchRequest, map[partKey]int64) {
+	type topicKey struct {
+		reqKey
+		topic string
+	}
+	reqs := map[reqKey]*kmsg.FetchRequest{}
+	topicIdx := map[topicKey]int{}
+	offsets := map[partKey]int64{}
+	for pk, ps := range run.byPart {
+		first := ps[0]
+		rk := reqKey{first.want.leader, pk.committed}
+		req := reqs[rk]
+		if req == nil {
+			req = newFetchRequest(pk.committed)
+			reqs[rk] = req
 		}
-		answers := make(chan answer, len(reqs))
-		var wg sync.WaitGroup
-		for rk, req := range reqs {
-			st.Requests++
-			wg.Go(func() {
-				resp, err := req.RequestWith(ctx, f.cl.Broker(int(rk.leader)))
-				if err == nil {
-					answers <- answer{rk.committed, resp}
-				}
-			})
+		tk := topicKey{rk, pk.topic}
+		ti, ok := topicIdx[tk]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = pk.topic, first.want.key.id
+			ti = len(req.Topics)
+			topicIdx[tk] = ti
+			req.Topics = append(req.Topics, t)
 		}
-		wg.Wait()
-		close(answers)
+		rt := &req.Topics[ti]
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = pk.partition
+		rp.FetchOffset = first.cursor
+		rp.PartitionMaxBytes = fetchPartitionMaxBytes
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		offsets[pk] = first.cursor
+	}
+	return reqs, offsets
+}
 
-		for a := range answers {
-			if kerr.ErrorForCode(a.resp.ErrorCode) != nil {
-				continue
-			}
-			for i := range a.resp.Topics {
-				rt := &a.resp.Topics[i]
-				topic := rt.Topic
-				if topic == "" {
-					topic = names[rt.TopicID] // v13+ answers with topic IDs only
-				}
-				for j := range rt.Partitions {
-					rp := &rt.Partitions[j]
-					pk := partKey{topic, rp.Partition, a.committed}
-					ps, ok := byPart[pk]
-					if !ok {
-						continue
-					}
-					f.apply(ps, offsets[pk], rp, a.committed)
-				}
-			}
-		}
+// newFetchRequest is a sessionless Fetch that does not wait for data.
+func newFetchRequest(committed bool) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 0
+	req.MinBytes = 1
+	req.MaxBytes = fetchMaxBytes
+	req.SessionID = 0
+	req.SessionEpoch = -1
+	if committed {
+		req.IsolationLevel = 1
+	}
+	return req
+}
 
-		for pk, ps := range byPart {
-			rest := ps[:0]
-			for _, p := range ps {
-				if p.done {
-					out[p.want.key] = p.res
-				} else {
-					rest = append(rest, p)
-				}
+// fetchAnswer is one Fetch response of a round.
+type fetchAnswer struct {
+	committed bool
+	resp      *kmsg.FetchResponse
+}
+
+// send sends reqs at once and returns their answers (failed requests have
+// none) once all have ended.
+func (f *fetcher) send(ctx context.Context, reqs map[reqKey]*kmsg.FetchRequest, st *fetchStats) chan fetchAnswer {
+	answers := make(chan fetchAnswer, len(reqs))
+	var wg sync.WaitGroup
+	for rk, req := range reqs {
+		st.Requests++
+		wg.Go(func() {
+			resp, err := req.RequestWith(ctx, f.cl.Broker(int(rk.leader)))
+			if err == nil {
+				answers <- fetchAnswer{rk.committed, resp}
 			}
-			if len(rest) == 0 {
-				delete(byPart, pk)
-				continue
+		})
+	}
+	wg.Wait()
+	close(answers)
+	return answers
+}
+
+// apply reads answer a, whose partitions were fetched from offsets.
+func (run *fetchRun) apply(f *fetcher, a fetchAnswer, offsets map[partKey]int64) {
+	if kerr.ErrorForCode(a.resp.ErrorCode) != nil {
+		return
+	}
+	for i := range a.resp.Topics {
+		rt := &a.resp.Topics[i]
+		topic := rt.Topic
+		if topic == "" {
+			topic = run.names[rt.TopicID] // v13+ answers with topic IDs only
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			pk := partKey{topic, rp.Partition, a.committed}
+			if ps, ok := run.byPart[pk]; ok {
+				f.apply(ps, offsets[pk], rp, a.committed)
 			}
-			slices.SortFunc(rest, func(a, b *pending) int { return cmp.Compare(a.cursor, b.cursor) })
-			byPart[pk] = rest
 		}
 	}
-	next := make(map[fetchKey]fetchResult, len(out)+len(byPart))
-	for k, v := range out {
-		next[k] = v
+}
+
+// prune moves the wants resolved this round to out.
+func (run *fetchRun) prune() {
+	for pk, ps := range run.byPart {
+		rest := ps[:0]
+		for _, p := range ps {
+			if p.done {
+				run.out[p.want.key] = p.res
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		if len(rest) == 0 {
+			delete(run.byPart, pk)
+			continue
+		}
+		slices.SortFunc(rest, func(a, b *pending) int { return cmp.Compare(a.cursor, b.cursor) })
+		run.byPart[pk] = rest
 	}
-	for _, ps := range byPart {
-		st.Unresolved += len(ps)
-		// What was learnt still saves the next scan some reading.
+}
+
+// learnt is the next cache: the resolved wants, and how far the others
+// were read (it still saves the next scan some reading); it counts the
+// unresolved.
+func (run *fetchRun) learnt() map[fetchKey]fetchResult {
+	next := make(map[fetchKey]fetchResult, len(run.out)+len(run.byPart))
+	maps.Copy(next, run.out)
+	for _, ps := range run.byPart {
+		run.st.Unresolved += len(ps)
 		for _, p := range ps {
 			if p.cursor > p.want.key.from {
 				next[p.want.key] = fetchResult{emptyUntil: p.cursor}
 			}
 		}
 	}
-	f.cache = next
-	return out, st
+	return next
 }
 
 // apply reads one partition's answer, fetched from offset, into its
