@@ -81,20 +81,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	}()
 	createSource := int32(0)
 	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
-		b, err := broker.Start(broker.Config{
-			Listen:     cfg.Embedded.Listen,
-			ListenFrom: "embedded.listen",
-			DataDir:    cfg.Embedded.DataDir,
-			Partitions: cfg.Embedded.Partitions,
-			Logger:     log,
-		})
+		b, err := startEmbedded(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		s.Brokers = b.Addrs()
-		createSource = cfg.Embedded.Partitions
-		log.Info("embedded broker started", "addr", s.Brokers[0], "data_dir", cfg.Embedded.DataDir)
+		s.Brokers, createSource = b.Addrs(), cfg.Embedded.Partitions
 	}
 
 	kc, err := NewClients(&cfg.Kafka, s.Brokers, log)
@@ -108,12 +100,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 
 	d := o.Deliverer
 	if d == nil {
-		h, err := delivery.NewHTTP(delivery.HTTPConfig{
-			URL:         cfg.App.URL,
-			Timeout:     cfg.App.Timeout,
-			MaxInFlight: cfg.App.MaxInFlight.Ceiling(),
-			CEType:      cfg.App.CEType,
-		})
+		h, err := newHTTP(cfg)
 		if err != nil {
 			return err
 		}
@@ -147,21 +134,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	}
 	defer stopDLQMetrics()
 
-	var srv *http.Server
-	if cfg.Metrics.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			return fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
-		}
-		srv = &http.Server{Handler: obs.handler(s.healthHandler()), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
-		log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
+	stopServing, err := s.serveMetrics(cfg, obs, log)
+	if err != nil {
+		return err
 	}
+	defer stopServing()
 	stopAdmin, err := startAdmin(ctx, cfg, clientOpts, log) // admin.go: DLQ admin API and page
 	if err != nil {
 		return err
@@ -182,33 +159,22 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	}()
 	for _, t := range cfg.Topics {
 		o := cfg.EngineOptions(&t)
-		// The identity this engine fences with: two processes sharing it
-		// fence each other (README: Instance identity).
-		log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
-		gate := cfg.OverloadGate(&t, log) // pkg/config/engine.go; the gate's metrics and /readyz: overload.go
-		if err := obs.watchGate(t.Group, t.Name, gate); err != nil {
+		o.Brokers, o.ClientOpts, o.CreateSource, o.Logger = s.Brokers, clientOpts, createSource, log
+		o.Deliverer = delivery.TraceDeliveries(d, tp, t.Group, *o.Statuses)
+		if err := s.addEngine(ctx, &t, o, cfg, obs, log); err != nil {
 			return err
 		}
-		s.gates = append(s.gates, gated{topic: t.Name, gate: gate})
-		o.Brokers = s.Brokers
-		o.ClientOpts = clientOpts
-		o.Deliverer = delivery.TraceDeliveries(d, tp, t.Group, *o.Statuses)
-		o.CreateSource = createSource
-		o.Observer = obs.observer()
-		o.Logger = log
-		o.Overload = gate
-		e, err := engine.New(ctx, o)
-		if err != nil {
-			return fmt.Errorf("topic %q: %w", t.Name, err)
-		}
-		s.Engines = append(s.Engines, e)
-		for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
-			log.Warn(w, "topic", t.Name)
-		}
-		obs.watchEngine(t.Group, t.Name, e)
 	}
 
 	starting = false
+	return s.run(ctx, cfg, obs, o.Started, log)
+}
+
+// run runs the engines until ctx ends or one fails for good (it stops
+// the others), reporting ready once every engine has its first
+// assignment; it returns once the deliveries in flight ended and the
+// engines committed.
+func (s *Sidecar) run(ctx context.Context, cfg *config.Config, obs *observability, started func(*Sidecar), log *slog.Logger) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.Engines))
 	rctx, cancel := context.WithCancel(ctx)
@@ -216,15 +182,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	for i, e := range s.Engines {
 		wg.Go(func() {
 			if err := e.Run(rctx); err != nil {
-				switch {
-				case errors.Is(err, engine.ErrAuthFailed) && errors.Is(err, kerr.SaslAuthenticationFailed):
-					err = fmt.Errorf("%w; check kafka.sasl.username (%q) and kafka.sasl.password (KRETRY_KAFKA__SASL__PASSWORD): a password changed on the cluster takes a restart with the new one",
-						err, cfg.Kafka.SASL.Username)
-				case errors.Is(err, engine.ErrAuthFailed):
-					err = fmt.Errorf("%w; check kafka.tls.cert_file (%q) and kafka.tls.key_file: renew the certificate (a renewed file is read at the next connection)",
-						err, cfg.Kafka.TLS.CertFile)
-				}
-				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, err)
+				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, withAuthHint(err, cfg))
 				cancel() // one fatal engine stops the process: let the orchestrator restart it
 			}
 		})
@@ -233,8 +191,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 	if s.waitJoined(rctx) {
 		s.ready.Store(true)
 		log.Info("ready: every topic's engine has joined its group and has its first assignment")
-		if o.Started != nil {
-			o.Started(s)
+		if started != nil {
+			started(s)
 		}
 	}
 	<-rctx.Done()
@@ -247,6 +205,89 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		"in_flight", inFlight, "grace", cfg.App.Timeout)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startEmbedded starts the embedded broker of embedded.*.
+func startEmbedded(cfg *config.Config, log *slog.Logger) (*broker.Broker, error) {
+	b, err := broker.Start(broker.Config{
+		Listen:     cfg.Embedded.Listen,
+		ListenFrom: "embedded.listen",
+		DataDir:    cfg.Embedded.DataDir,
+		Partitions: cfg.Embedded.Partitions,
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("embedded broker started", "addr", b.Addrs()[0], "data_dir", cfg.Embedded.DataDir)
+	return b, nil
+}
+
+// newHTTP is the HTTP deliverer of app.*.
+func newHTTP(cfg *config.Config) (*delivery.HTTP, error) {
+	return delivery.NewHTTP(delivery.HTTPConfig{
+		URL:         cfg.App.URL,
+		Timeout:     cfg.App.Timeout,
+		MaxInFlight: cfg.App.MaxInFlight.Ceiling(),
+		CEType:      cfg.App.CEType,
+	})
+}
+
+// serveMetrics serves /metrics and the health endpoints on metrics.listen
+// (nothing when it is empty) until the returned stop is called.
+func (s *Sidecar) serveMetrics(cfg *config.Config, obs *observability, log *slog.Logger) (stop func(), err error) {
+	if cfg.Metrics.Listen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
+	}
+	srv := &http.Server{Handler: obs.handler(s.healthHandler()), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
+}
+
+// addEngine builds topic t's engine from o with its overload gate, and
+// watches both in the metrics.
+func (s *Sidecar) addEngine(ctx context.Context, t *config.Topic, o engine.Options, cfg *config.Config, obs *observability, log *slog.Logger) error {
+	// The identity this engine fences with: two processes sharing it
+	// fence each other (README: Instance identity).
+	log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
+	gate := cfg.OverloadGate(t, log) // pkg/config/engine.go; the gate's metrics and /readyz: overload.go
+	if err := obs.watchGate(t.Group, t.Name, gate); err != nil {
+		return err
+	}
+	s.gates = append(s.gates, gated{topic: t.Name, gate: gate})
+	o.Observer, o.Overload = obs.observer(), gate
+	e, err := engine.New(ctx, o)
+	if err != nil {
+		return fmt.Errorf("topic %q: %w", t.Name, err)
+	}
+	s.Engines = append(s.Engines, e)
+	for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
+		log.Warn(w, "topic", t.Name)
+	}
+	obs.watchEngine(t.Group, t.Name, e)
+	return nil
+}
+
+// withAuthHint adds to an engine's authentication failure what to check.
+func withAuthHint(err error, cfg *config.Config) error {
+	switch {
+	case errors.Is(err, engine.ErrAuthFailed) && errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("%w; check kafka.sasl.username (%q) and kafka.sasl.password (KRETRY_KAFKA__SASL__PASSWORD): a password changed on the cluster takes a restart with the new one",
+			err, cfg.Kafka.SASL.Username)
+	case errors.Is(err, engine.ErrAuthFailed):
+		return fmt.Errorf("%w; check kafka.tls.cert_file (%q) and kafka.tls.key_file: renew the certificate (a renewed file is read at the next connection)",
+			err, cfg.Kafka.TLS.CertFile)
+	}
+	return err
 }
 
 // waitJoined waits until every engine has its first assignment; false
