@@ -32,6 +32,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -46,6 +47,7 @@ import (
 	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
+	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -136,38 +138,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	start := time.Now()
-	ledger := check.NewLedger()
-	order := check.NewOrder()
+	d := &demoRun{o: o, start: time.Now(), ledger: check.NewLedger(), order: check.NewOrder(), byClass: map[string]int{}}
 
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-
-	app, err := startApp(ledger, order)
+	app, err := startApp(d.ledger, d.order)
 	if err != nil {
 		return nil, err
 	}
 	defer app.Close()
-
-	cfg := config.Default()
-	cfg.Kafka.Brokers = b.Addrs()
-	cfg.Kafka.FetchMaxWait = 50 * time.Millisecond
-	cfg.App.URL = "http://" + app.addr + "/kafka"
-	cfg.App.Timeout = AppTimeout
-	cfg.App.MaxInFlight = 32
-	cfg.Metrics.Listen = ""
-	jitter := 0.2
-	// The default breaker: its records that time out once (1%, app.timeout
-	// 1s) end together, but the breaker judges each over its own flight,
-	// during which the rest of the backlog succeeded (docs/OVERLOAD.md,
-	// clumping).
-	cfg.Topics = []config.Topic{{Name: "orders", Retry: config.Retry{Tiers: Tiers, Jitter: &jitter}}}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("demo config: %w", err)
+	cfg, err := demoConfig(b.Addrs(), app.addr)
+	if err != nil {
+		return nil, err
 	}
 	topic := &cfg.Topics[0]
 	if err := createTopic(ctx, b.Addrs(), topic.Name, 3); err != nil {
@@ -181,140 +166,182 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	go func() {
 		done <- sidecar.Run(sctx, cfg, sidecar.Options{Logger: log, Started: func(s *sidecar.Sidecar) { started <- s }})
 	}()
-	var sc *sidecar.Sidecar
 	select {
-	case sc = <-started:
+	case sc := <-started:
+		d.eng = sc.Engines[0]
 	case err := <-done:
 		return nil, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-
-	// Read the DLQ as the operator would: committed records only.
-	byClass := map[string]int{}
-	var classMu sync.Mutex
 	dlqCl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.ConsumeTopics(topic.DLQ.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
 	defer dlqCl.Close()
-	go func() {
-		for {
-			fs := dlqCl.PollFetches(sctx)
-			if sctx.Err() != nil || fs.IsClientClosed() {
-				return
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				o, _ := retrytopics.ReadOrigin(r, false, 0)
-				ledger.DeadLettered(o.ID())
-				for _, h := range r.Headers {
-					if h.Key == retrytopics.HeaderErrorClass {
-						classMu.Lock()
-						byClass[string(h.Value)]++
-						classMu.Unlock()
-						break
-					}
-				}
-			})
-		}
-	}()
+	go d.readDLQ(sctx, dlqCl)
 
-	produced, err := produce(ctx, b.Addrs(), topic.Name, o.Records, ledger, order)
+	if d.produced, err = produce(ctx, b.Addrs(), topic.Name, o.Records, d.ledger, d.order); err != nil {
+		return nil, err
+	}
+	timedOut, err := d.wait(ctx, done)
 	if err != nil {
 		return nil, err
 	}
+	d.progress(true)
+	stop()
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	return d.report(timedOut, topic.Retry.Topics), nil
+}
 
-	eng := sc.Engines[0]
-	var maxBlocked int64
-	progress := func(final bool) {
-		if o.Progress == nil {
+// demoConfig is the demo's sidecar config: the defaults, with the
+// embedded broker at addrs and the demo app at appAddr.
+func demoConfig(addrs []string, appAddr string) (*config.Config, error) {
+	cfg := config.Default()
+	cfg.Kafka.Brokers = addrs
+	cfg.Kafka.FetchMaxWait = 50 * time.Millisecond
+	cfg.App.URL = "http://" + appAddr + "/kafka"
+	cfg.App.Timeout = AppTimeout
+	cfg.App.MaxInFlight = 32
+	cfg.Metrics.Listen = ""
+	jitter := 0.2
+	// The default breaker: its records that time out once (1%, app.timeout
+	// 1s) end together, but the breaker judges each over its own flight,
+	// during which the rest of the backlog succeeded (docs/OVERLOAD.md,
+	// clumping).
+	cfg.Topics = []config.Topic{{Name: "orders", Retry: config.Retry{Tiers: Tiers, Jitter: &jitter}}}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("demo config: %w", err)
+	}
+	return cfg, nil
+}
+
+// demoRun is one run's ledger and what it samples on the way.
+type demoRun struct {
+	o        Options
+	start    time.Time
+	ledger   *check.Ledger
+	order    *check.Order
+	eng      *engine.Engine
+	produced int
+
+	classMu sync.Mutex
+	byClass map[string]int // DLQ records by kretry-error-class
+
+	maxBlocked int64
+}
+
+// readDLQ reads the DLQ as the operator would (committed records only)
+// until ctx ends, into the ledger and byClass.
+func (d *demoRun) readDLQ(ctx context.Context, cl *kgo.Client) {
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		c := ledger.Check()
-		st := eng.Stats()
-		blocked := st.BlockedKeys.Load()
-		if blocked > maxBlocked {
-			maxBlocked = blocked
-		}
-		line := fmt.Sprintf("produced %d  delivered %d  retried %d/%d/%d  dead-lettered %d  blocked keys %d  parked %d  in flight %d  %.1fs",
-			produced, c.Delivered, st.Retried[0].Load(), st.Retried[1].Load(), st.Retried[2].Load(),
-			c.DeadLettered, blocked, st.ParkedRecords.Load(), st.InFlight.Load(), time.Since(start).Seconds())
-		switch {
-		case o.Live:
-			fmt.Fprintf(o.Progress, "\r\033[K%s", line)
-			if final {
-				fmt.Fprintln(o.Progress)
+		fs.EachRecord(func(r *kgo.Record) {
+			o, _ := retrytopics.ReadOrigin(r, false, 0)
+			d.ledger.DeadLettered(o.ID())
+			for _, h := range r.Headers {
+				if h.Key == retrytopics.HeaderErrorClass {
+					d.classMu.Lock()
+					d.byClass[string(h.Value)]++
+					d.classMu.Unlock()
+					break
+				}
 			}
-		default:
-			fmt.Fprintln(o.Progress, line)
-		}
+		})
 	}
+}
+
+// wait waits until every record is settled, printing progress, or until
+// the timeout or ctx (timedOut true); an error when the sidecar stopped.
+func (d *demoRun) wait(ctx context.Context, done <-chan error) (timedOut bool, err error) {
 	every := time.Second
-	if o.Live {
+	if d.o.Live {
 		every = 100 * time.Millisecond
 	}
 	sample := time.NewTicker(50 * time.Millisecond)
 	defer sample.Stop()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	deadline := time.After(o.Timeout)
-	timedOut := false
-wait:
-	for !ledger.Settled() {
+	deadline := time.After(d.o.Timeout)
+	for !d.ledger.Settled() {
 		select {
 		case <-tick.C:
-			progress(false)
+			d.progress(false)
 		case <-sample.C:
-			maxBlocked = max(maxBlocked, eng.Stats().BlockedKeys.Load())
+			d.maxBlocked = max(d.maxBlocked, d.eng.Stats().BlockedKeys.Load())
 		case <-deadline:
-			timedOut = true
-			break wait
+			return true, nil
 		case err := <-done:
-			return nil, fmt.Errorf("sidecar stopped: %w", err)
+			return false, fmt.Errorf("sidecar stopped: %w", err)
 		case <-ctx.Done():
-			timedOut = true
-			break wait
+			return true, nil
 		}
 	}
-	progress(true)
-	stop()
-	if err := <-done; err != nil {
-		return nil, err
-	}
+	return false, nil
+}
 
-	c := ledger.Check()
-	violations, examples := order.Violations()
+// progress prints one progress line (final: the last one).
+func (d *demoRun) progress(final bool) {
+	if d.o.Progress == nil {
+		return
+	}
+	c := d.ledger.Check()
+	st := d.eng.Stats()
+	blocked := st.BlockedKeys.Load()
+	d.maxBlocked = max(d.maxBlocked, blocked)
+	line := fmt.Sprintf("produced %d  delivered %d  retried %d/%d/%d  dead-lettered %d  blocked keys %d  parked %d  in flight %d  %.1fs",
+		d.produced, c.Delivered, st.Retried[0].Load(), st.Retried[1].Load(), st.Retried[2].Load(),
+		c.DeadLettered, blocked, st.ParkedRecords.Load(), st.InFlight.Load(), time.Since(d.start).Seconds())
+	switch {
+	case d.o.Live:
+		fmt.Fprintf(d.o.Progress, "\r\033[K%s", line)
+		if final {
+			fmt.Fprintln(d.o.Progress)
+		}
+	default:
+		fmt.Fprintln(d.o.Progress, line)
+	}
+}
+
+// report is the run's Report; tiers are the retry tier topics.
+func (d *demoRun) report(timedOut bool, tiers []string) *Report {
+	c := d.ledger.Check()
+	violations, examples := d.order.Violations()
+	st := d.eng.Stats()
 	r := &Report{
-		Produced:            c.Produced,
-		Delivered:           c.Delivered,
-		Retried:             map[string]int64{},
-		DeadLettered:        c.DeadLettered,
-		DeadLetteredByClass: byClass,
-		Lost:                c.Lost,
-		Redelivered:         c.Redelivered,
-		DLQDuplicates:       c.DLQDuplicates,
-		DurationMS:          time.Since(start).Milliseconds(),
-		OK:                  c.OK() && violations == 0,
-		LostIDs:             c.LostIDs,
-		Parked:              eng.Stats().Parked.Load(),
-		MaxBlockedKeys:      maxBlocked,
-		OrderViolations:     violations,
-		OrderExamples:       examples,
-		TimeoutMS:           o.Timeout.Milliseconds(),
+		Produced:        c.Produced,
+		Delivered:       c.Delivered,
+		Retried:         map[string]int64{},
+		DeadLettered:    c.DeadLettered,
+		Lost:            c.Lost,
+		Redelivered:     c.Redelivered,
+		DLQDuplicates:   c.DLQDuplicates,
+		DurationMS:      time.Since(d.start).Milliseconds(),
+		OK:              c.OK() && violations == 0,
+		LostIDs:         c.LostIDs,
+		Parked:          st.Parked.Load(),
+		MaxBlockedKeys:  d.maxBlocked,
+		OrderViolations: violations,
+		OrderExamples:   examples,
+		TimeoutMS:       d.o.Timeout.Milliseconds(),
+		TierTopics:      tiers,
 	}
 	if timedOut && c.Lost > 0 {
 		r.TimedOut, r.Unsettled, r.UnsettledIDs = true, c.Lost, c.LostIDs
 		r.Lost, r.LostIDs = 0, nil
 	}
-	classMu.Lock()
-	r.DeadLetteredByClass = map[string]int{}
-	for k, v := range byClass {
-		r.DeadLetteredByClass[k] = v
-	}
-	classMu.Unlock()
+	d.classMu.Lock()
+	r.DeadLetteredByClass = maps.Clone(d.byClass)
+	d.classMu.Unlock()
 	r.ExpectedDeadLettered = map[string]int{"permanent": 0, "exhausted": 0}
-	for _, id := range ledger.ProducedIDs() {
+	for _, id := range d.ledger.ProducedIDs() {
 		switch BehaviourOf(id) {
 		case Permanent:
 			r.ExpectedDeadLettered["permanent"]++
@@ -322,11 +349,10 @@ wait:
 			r.ExpectedDeadLettered["exhausted"]++
 		}
 	}
-	r.TierTopics = topic.Retry.Topics
-	for i, t := range topic.Retry.Topics {
-		r.Retried[t] = eng.Stats().Retried[i].Load()
+	for i, t := range tiers {
+		r.Retried[t] = st.Retried[i].Load()
 	}
-	return r, nil
+	return r
 }
 
 func createTopic(ctx context.Context, addrs []string, topic string, partitions int32) error {
