@@ -122,7 +122,8 @@ func Default() *Config {
 //
 //   - kafka.brokers to [embedded] when nil (an empty non-nil list stays
 //     empty, and Validate rejects it);
-//   - per topic: group to <name>-kretry and ordering to "none" when "";
+//   - per topic: group to <name>-kretry and ordering to flow.DefaultOrdering
+//     ("key") when "";
 //     retry.tiers to DefaultTiers when nil (an explicit empty list means no
 //     tiers: transient failures go to the DLQ as exhausted); retry.jitter to
 //     0.2 when nil; retry.topics to retrytopics.TierTopic(name, tier) for
