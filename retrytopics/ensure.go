@@ -45,16 +45,39 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	stages = append(stages, extra...)
 	all := append([]string{p.Source}, stages...)
 
+	details, err := ensureSource(ctx, adm, p.Source, createSource, all)
+	if err != nil {
+		return nil, err
+	}
+	parts := int32(len(details[p.Source].Partitions))
+	srcMax, srcRetention, err := sourceLimits(ctx, adm, p.Source)
+	if err != nil {
+		return nil, err
+	}
+	created, err := createStages(ctx, adm, p, details, stages, parts, srcMax, srcRetention)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitServed(ctx, adm, parts, created); err != nil {
+		return nil, err
+	}
+	return describeStages(ctx, adm, p, details, all, parts, srcRetention)
+}
+
+// ensureSource lists all (the source first) and creates the source with
+// createSource partitions when it is missing (ErrNoSource when
+// createSource is 0).
+func ensureSource(ctx context.Context, adm *kadm.Client, source string, createSource int32, all []string) (kadm.TopicDetails, error) {
 	details, err := adm.ListTopics(ctx, all...)
 	if err != nil {
 		return nil, fmt.Errorf("listing topics %v: %w", all, err)
 	}
-	if !details.Has(p.Source) {
+	if !details.Has(source) {
 		if createSource <= 0 {
-			return nil, fmt.Errorf("%w: %q (create it, or check the topics[].name spelling)", ErrNoSource, p.Source)
+			return nil, fmt.Errorf("%w: %q (create it, or check the topics[].name spelling)", ErrNoSource, source)
 		}
-		if _, err := adm.CreateTopic(ctx, createSource, -1, nil, p.Source); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("creating source topic %q: %w", p.Source, err)
+		if _, err := adm.CreateTopic(ctx, createSource, -1, nil, source); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil, fmt.Errorf("creating source topic %q: %w", source, err)
 		}
 		// Past kgo's metadata cache, which would serve the source as
 		// unknown for MetadataMinAge (5s by default): kadm issues a
@@ -64,33 +87,47 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 			return nil, fmt.Errorf("listing topics %v: %w", all, err)
 		}
 	}
-	src := details[p.Source]
-	if src.Err != nil {
-		return nil, fmt.Errorf("source topic %q: %w", p.Source, src.Err)
+	if err := details[source].Err; err != nil {
+		return nil, fmt.Errorf("source topic %q: %w", source, err)
 	}
-	parts := int32(len(src.Partitions))
+	return details, nil
+}
 
-	cfgs, err := adm.DescribeTopicConfigs(ctx, p.Source)
+// sourceLimits is the source's max.message.bytes and retention (Kafka's
+// defaults when not described).
+func sourceLimits(ctx context.Context, adm *kadm.Client, source string) (maxBytes int, retention time.Duration, err error) {
+	cfgs, err := adm.DescribeTopicConfigs(ctx, source)
 	if err != nil {
-		return nil, fmt.Errorf("describing source topic %q: %w", p.Source, err)
+		return 0, 0, fmt.Errorf("describing source topic %q: %w", source, err)
 	}
-	// Stages get the source's max.message.bytes plus StageHeadroom, so a
-	// record that fit the source still fits with the kretry header run.
-	srcMax := defaultMaxMessageBytes
-	srcRetention := kafkaDefaultRetention
-	if rc, err := cfgs.On(p.Source, nil); err == nil {
-		srcRetention = retentionOf(rc)
-		for _, c := range rc.Configs {
-			if c.Key == "max.message.bytes" && c.Value != nil {
-				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
-					srcMax = n
-				}
+	maxBytes, retention = defaultMaxMessageBytes, kafkaDefaultRetention
+	if rc, err := cfgs.On(source, nil); err == nil {
+		retention = retentionOf(rc)
+		maxBytes = maxMessageBytes(rc, maxBytes)
+	}
+	return maxBytes, retention, nil
+}
+
+// maxMessageBytes is rc's max.message.bytes, def when unset or unreadable.
+func maxMessageBytes(rc kadm.ResourceConfig, def int) int {
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
+				return n
 			}
 		}
 	}
+	return def
+}
+
+// createStages creates the missing stages with the source's partition
+// count and srcMax plus StageHeadroom as max.message.bytes (so a record
+// that fit the source still fits with the kretry header run; the DLQ also
+// gets its retention), and checks the partition count of those that
+// exist. It returns the topics it created.
+func createStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm.TopicDetails, stages []string, parts int32, srcMax int, srcRetention time.Duration) ([]string, error) {
 	stageMax := strconv.Itoa(srcMax + StageHeadroom)
 	create := map[string]*string{"max.message.bytes": &stageMax}
-
 	var errs []error
 	var created []string
 	for _, t := range stages {
@@ -112,13 +149,13 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 				t, len(d.Partitions), p.Source, parts, ErrPartitionMismatch))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if err := waitServed(ctx, adm, parts, created); err != nil {
-		return nil, err
-	}
+	return created, errors.Join(errs...)
+}
 
+// describeStages is the Topics of all: each one's max.message.bytes, and a
+// warning when a DLQ that existed keeps records for less time than the
+// source.
+func describeStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm.TopicDetails, all []string, parts int32, srcRetention time.Duration) (*Topics, error) {
 	out := &Topics{Partitions: parts, MaxBytes: make(map[string]int, len(all))}
 	rcs, err := adm.DescribeTopicConfigs(ctx, all...)
 	if err != nil {
@@ -130,14 +167,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 				out.Warnings = append(out.Warnings, w)
 			}
 		}
-		out.MaxBytes[rc.Name] = defaultMaxMessageBytes
-		for _, c := range rc.Configs {
-			if c.Key == "max.message.bytes" && c.Value != nil {
-				if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
-					out.MaxBytes[rc.Name] = n
-				}
-			}
-		}
+		out.MaxBytes[rc.Name] = maxMessageBytes(rc, defaultMaxMessageBytes)
 	}
 	return out, nil
 }
