@@ -386,98 +386,14 @@ func DecodeKafkaHeaders(h http.Header) ([]kgo.RecordHeader, error) {
 // missing, repeated, or does not parse returns an error wrapping
 // ErrMalformedRequest.
 func MessageFromRequest(r *http.Request) (*Message, error) {
-	h := r.Header
-	get := func(name string, required bool) (string, bool, error) {
-		vs := h.Values(name)
-		switch {
-		case len(vs) == 0 && required:
-			return "", false, fmt.Errorf("%w: header %s missing", ErrMalformedRequest, name)
-		case len(vs) == 0:
-			return "", false, nil
-		case len(vs) > 1:
-			return "", false, fmt.Errorf("%w: header %s: %d values %q, want one", ErrMalformedRequest, name, len(vs), vs)
-		}
-		return vs[0], true, nil
-	}
-	bad := func(name, v, want string) error {
-		return fmt.Errorf("%w: header %s: %q is not %s", ErrMalformedRequest, name, v, want)
-	}
-
-	var (
-		m   Message
-		v   string
-		ok  bool
-		err error
-	)
-	if v, _, err = get(HeaderCESpecVersion, true); err != nil {
+	h := ceHeaders(r.Header)
+	var m Message
+	if err := h.required(&m); err != nil {
 		return nil, err
 	}
-	if v != CESpecVersion {
-		return nil, bad(HeaderCESpecVersion, v, CESpecVersion)
-	}
-	if m.ID, _, err = get(HeaderCEID, true); err != nil {
+	tombstone, err := h.optional(&m)
+	if err != nil {
 		return nil, err
-	}
-	if m.ID == "" {
-		return nil, bad(HeaderCEID, m.ID, "a non-empty id")
-	}
-	if m.Topic, _, err = get(HeaderCEKafkaTopic, true); err != nil {
-		return nil, err
-	}
-	if v, _, err = get(HeaderCEKafkaPartition, true); err != nil {
-		return nil, err
-	}
-	p, perr := strconv.ParseInt(v, 10, 32)
-	if perr != nil || p < 0 {
-		return nil, bad(HeaderCEKafkaPartition, v, "a partition (int32 ≥ 0)")
-	}
-	m.Partition = int32(p)
-	if v, _, err = get(HeaderCEKafkaOffset, true); err != nil {
-		return nil, err
-	}
-	if m.Offset, perr = strconv.ParseInt(v, 10, 64); perr != nil || m.Offset < 0 {
-		return nil, bad(HeaderCEKafkaOffset, v, "an offset (int64 ≥ 0)")
-	}
-	if v, _, err = get(HeaderCEAttempt, true); err != nil {
-		return nil, err
-	}
-	if m.Attempt, perr = strconv.Atoi(v); perr != nil || m.Attempt < 1 {
-		return nil, bad(HeaderCEAttempt, v, "an attempt (integer ≥ 1)")
-	}
-	if v, ok, err = get(HeaderCETime, false); err != nil {
-		return nil, err
-	} else if ok {
-		if m.Timestamp, perr = time.Parse(time.RFC3339Nano, v); perr != nil {
-			return nil, bad(HeaderCETime, v, "an RFC 3339 time")
-		}
-	}
-	if v, ok, err = get(HeaderCEKafkaKey, false); err != nil {
-		return nil, err
-	} else if ok {
-		key, kerr := b64.DecodeString(v)
-		if kerr != nil {
-			return nil, bad(HeaderCEKafkaKey, v, "standard padded base64")
-		}
-		m.Key = append([]byte{}, key...)
-	}
-	tombstone := false
-	if v, ok, err = get(HeaderTombstone, false); err != nil {
-		return nil, err
-	} else if ok {
-		if v != TombstoneMarker {
-			return nil, bad(HeaderTombstone, v, TombstoneMarker)
-		}
-		tombstone = true
-	}
-	if m.Headers, err = DecodeKafkaHeaders(h); err != nil {
-		return nil, err
-	}
-	m.GapAfter = h.Get(HeaderGapAfter)
-	if v := h.Get(HeaderRedriveCount); v != "" {
-		if m.Redrives, perr = strconv.Atoi(v); perr != nil || m.Redrives < 1 {
-			return nil, bad(HeaderRedriveCount, v, "a redrive count (integer ≥ 1)")
-		}
-		m.RedriveID = h.Get(HeaderRedriveID)
 	}
 	var body []byte
 	if r.Body != nil {
@@ -492,6 +408,120 @@ func MessageFromRequest(r *http.Request) (*Message, error) {
 		m.Value = append([]byte{}, body...)
 	}
 	return &m, nil
+}
+
+// ceHeaders reads the headers of a delivery request.
+type ceHeaders http.Header
+
+// get is header name's one value; ok false when it is absent (an error
+// when required), an error when it is given more than once.
+func (h ceHeaders) get(name string, required bool) (v string, ok bool, err error) {
+	vs := http.Header(h).Values(name)
+	switch {
+	case len(vs) == 0 && required:
+		return "", false, fmt.Errorf("%w: header %s missing", ErrMalformedRequest, name)
+	case len(vs) == 0:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, fmt.Errorf("%w: header %s: %d values %q, want one", ErrMalformedRequest, name, len(vs), vs)
+	}
+	return vs[0], true, nil
+}
+
+// badHeader is ErrMalformedRequest for header name's value v, which is not want.
+func badHeader(name, v, want string) error {
+	return fmt.Errorf("%w: header %s: %q is not %s", ErrMalformedRequest, name, v, want)
+}
+
+// integer is required header name as an integer of bits bits, no less
+// than least; want says what it must be in the error.
+func (h ceHeaders) integer(name string, bits int, least int64, want string) (int64, error) {
+	v, _, err := h.get(name, true)
+	if err != nil {
+		return 0, err
+	}
+	n, perr := strconv.ParseInt(v, 10, bits)
+	if perr != nil || n < least {
+		return 0, badHeader(name, v, want)
+	}
+	return n, nil
+}
+
+// required reads the headers every delivery has into m: the spec version,
+// ce-id, the record's topic, partition and offset, and the attempt.
+func (h ceHeaders) required(m *Message) error {
+	v, _, err := h.get(HeaderCESpecVersion, true)
+	if err != nil {
+		return err
+	}
+	if v != CESpecVersion {
+		return badHeader(HeaderCESpecVersion, v, CESpecVersion)
+	}
+	if m.ID, _, err = h.get(HeaderCEID, true); err != nil {
+		return err
+	}
+	if m.ID == "" {
+		return badHeader(HeaderCEID, m.ID, "a non-empty id")
+	}
+	if m.Topic, _, err = h.get(HeaderCEKafkaTopic, true); err != nil {
+		return err
+	}
+	p, err := h.integer(HeaderCEKafkaPartition, 32, 0, "a partition (int32 ≥ 0)")
+	if err != nil {
+		return err
+	}
+	m.Partition = int32(p)
+	if m.Offset, err = h.integer(HeaderCEKafkaOffset, 64, 0, "an offset (int64 ≥ 0)"); err != nil {
+		return err
+	}
+	a, err := h.integer(HeaderCEAttempt, strconv.IntSize, 1, "an attempt (integer ≥ 1)")
+	m.Attempt = int(a)
+	return err
+}
+
+// optional reads the headers a delivery may have into m: the time, the
+// key, the record headers, the gap and redrive headers; tombstone reports
+// the tombstone marker.
+func (h ceHeaders) optional(m *Message) (tombstone bool, err error) {
+	v, ok, err := h.get(HeaderCETime, false)
+	if err != nil {
+		return false, err
+	} else if ok {
+		var perr error
+		if m.Timestamp, perr = time.Parse(time.RFC3339Nano, v); perr != nil {
+			return false, badHeader(HeaderCETime, v, "an RFC 3339 time")
+		}
+	}
+	if v, ok, err = h.get(HeaderCEKafkaKey, false); err != nil {
+		return false, err
+	} else if ok {
+		key, kerr := b64.DecodeString(v)
+		if kerr != nil {
+			return false, badHeader(HeaderCEKafkaKey, v, "standard padded base64")
+		}
+		m.Key = append([]byte{}, key...)
+	}
+	if v, ok, err = h.get(HeaderTombstone, false); err != nil {
+		return false, err
+	} else if ok {
+		if v != TombstoneMarker {
+			return false, badHeader(HeaderTombstone, v, TombstoneMarker)
+		}
+		tombstone = true
+	}
+	hh := http.Header(h)
+	if m.Headers, err = DecodeKafkaHeaders(hh); err != nil {
+		return false, err
+	}
+	m.GapAfter = hh.Get(HeaderGapAfter)
+	if v := hh.Get(HeaderRedriveCount); v != "" {
+		var perr error
+		if m.Redrives, perr = strconv.Atoi(v); perr != nil || m.Redrives < 1 {
+			return false, badHeader(HeaderRedriveCount, v, "a redrive count (integer ≥ 1)")
+		}
+		m.RedriveID = hh.Get(HeaderRedriveID)
+	}
+	return tombstone, nil
 }
 
 // readErrorBody returns the first MaxErrorBody bytes of r as valid UTF-8:
