@@ -53,78 +53,20 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	sig := &signals{cfg: cfg, targets: targets, prevInst: map[string]*lag.Instance{}}
-	kc, err := sidecar.CommandClients(cfg, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
-		return exitUsage
+	m, closeMonitor, code := newLagMonitor(ctx, cfg, log, stderr)
+	if code != exitOK {
+		return code
 	}
-	if err := kc.Ping(ctx); err != nil {
-		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
-		return exitFail
-	}
-	cl, err := kc.New()
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
-		return exitFail
-	}
-	defer cl.Close()
-	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
-		return exitFail
-	}
-	defer m.Close()
-	sig.timeout = m.Config().Timeout
-
-	clearScreen := false
-	if f, ok := stdout.(*os.File); ok && *watch && !*asJSON {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			clearScreen = true
-		}
-	}
+	defer closeMonitor()
+	r := &lagRun{m: m, sig: &signals{cfg: cfg, targets: targets, prevInst: map[string]*lag.Instance{}, timeout: m.Config().Timeout},
+		stdout: stdout, stderr: stderr, asJSON: *asJSON, watch: *watch, path: *path}
+	r.clearScreen = *watch && !*asJSON && isTerminal(stdout)
 	t := time.NewTicker(*interval)
 	defer t.Stop()
 	for n := 0; ; n++ {
-		snap, err := m.Scan(ctx)
-		if ctx.Err() != nil {
-			return exitOK
-		}
-		if problems := sig.read(ctx, snap); len(problems) > 0 {
-			snap.Errors = append(snap.Errors, problems...)
-			err = errors.Join(err, errors.New(strings.Join(problems, "; ")))
-		}
-		switch {
-		case *asJSON:
-			b, jerr := json.Marshal(snap)
-			if jerr == nil {
-				b, jerr = sig.appendJSON(b)
-			}
-			if jerr != nil {
-				fmt.Fprintf(stderr, "kretry lag: %v\n", jerr)
-				return exitFail
-			}
-			fmt.Fprintf(stdout, "%s\n", b)
-		default:
-			if clearScreen {
-				fmt.Fprint(stdout, "\x1b[H\x1b[2J")
-			} else if n > 0 {
-				fmt.Fprintln(stdout)
-			}
-			printLag(stdout, snap, m.Config().Window, n+1, *watch, sig, *path)
-		}
-		if !*watch {
-			if err != nil {
-				// The problems are in the output already (Problems, or
-				// the JSON errors field): name them, do not repeat them.
-				where := "listed under Problems above"
-				if *asJSON {
-					where = `in the JSON "errors" field`
-				}
-				fmt.Fprintf(stderr, "kretry lag: incomplete scan: %d problem(s), %s\n", len(snap.Errors), where)
-				return exitFail
-			}
-			return exitOK
+		code, done := r.scan(ctx, n)
+		if done {
+			return code
 		}
 		select {
 		case <-ctx.Done():
@@ -132,6 +74,99 @@ func cmdLag(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case <-t.C:
 		}
 	}
+}
+
+// newLagMonitor connects to cfg's brokers and builds the lag monitor of
+// cfg; close it with the returned func. The code is exitOK, or what the
+// command exits with.
+func newLagMonitor(ctx context.Context, cfg *config.Config, log *slog.Logger, stderr io.Writer) (*lag.Monitor, func(), int) {
+	kc, err := sidecar.CommandClients(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return nil, nil, exitUsage
+	}
+	if err := kc.Ping(ctx); err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return nil, nil, exitFail
+	}
+	cl, err := kc.New()
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return nil, nil, exitFail
+	}
+	m, err := lag.New(cl, lag.FromConfig(cfg), lag.WithLogger(log))
+	if err != nil {
+		cl.Close()
+		fmt.Fprintf(stderr, "kretry lag: %v\n", err)
+		return nil, nil, exitFail
+	}
+	return m, func() { m.Close(); cl.Close() }, exitOK
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// lagRun is one `kretry lag` command: its monitor, flags and outputs.
+type lagRun struct {
+	m              *lag.Monitor
+	sig            *signals
+	stdout, stderr io.Writer
+	asJSON, watch  bool
+	clearScreen    bool
+	path           string // the config file, for the hints
+}
+
+// scan runs scan n (0-based) and prints it; done when the command ends,
+// with its exit code.
+func (r *lagRun) scan(ctx context.Context, n int) (code int, done bool) {
+	snap, err := r.m.Scan(ctx)
+	if ctx.Err() != nil {
+		return exitOK, true
+	}
+	if problems := r.sig.read(ctx, snap); len(problems) > 0 {
+		snap.Errors = append(snap.Errors, problems...)
+		err = errors.Join(err, errors.New(strings.Join(problems, "; ")))
+	}
+	switch {
+	case r.asJSON:
+		b, jerr := json.Marshal(snap)
+		if jerr == nil {
+			b, jerr = r.sig.appendJSON(b)
+		}
+		if jerr != nil {
+			fmt.Fprintf(r.stderr, "kretry lag: %v\n", jerr)
+			return exitFail, true
+		}
+		fmt.Fprintf(r.stdout, "%s\n", b)
+	default:
+		if r.clearScreen {
+			fmt.Fprint(r.stdout, "\x1b[H\x1b[2J")
+		} else if n > 0 {
+			fmt.Fprintln(r.stdout)
+		}
+		printLag(r.stdout, snap, r.m.Config().Window, n+1, r.watch, r.sig, r.path)
+	}
+	if r.watch {
+		return exitOK, false
+	}
+	if err != nil {
+		// The problems are in the output already (Problems, or the JSON
+		// errors field): name them, do not repeat them.
+		where := "listed under Problems above"
+		if r.asJSON {
+			where = `in the JSON "errors" field`
+		}
+		fmt.Fprintf(r.stderr, "kretry lag: incomplete scan: %d problem(s), %s\n", len(snap.Errors), where)
+		return exitFail, true
+	}
+	return exitOK, true
 }
 
 // printLag writes a snapshot as tables: the groups, their partitions, the
