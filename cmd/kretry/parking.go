@@ -52,19 +52,9 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	var t *config.Topic
-	for i := range cfg.Topics {
-		if cfg.Topics[i].Name == *topic {
-			t = &cfg.Topics[i]
-		}
-	}
-	if t == nil {
-		fmt.Fprintf(stderr, "kretry parking release: topic %q is not in %s\n", *topic, *path)
-		return exitUsage
-	}
-	if !t.Ordering.Parks() {
-		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", *topic)
-		return exitUsage
+	t, code := parkingTopicOf(cfg, *topic, *path, stderr)
+	if code != exitOK {
+		return code
 	}
 	// The client's own logs only at error: an unreachable broker is
 	// reported once, below.
@@ -85,29 +75,9 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	parts := []int32{int32(*partition)}
-	if *partition >= 0 {
-		n, err := partitionCount(cctx, cl, t.Parking.Topic)
-		if err != nil {
-			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-			return exitFail
-		}
-		if *partition >= n {
-			fmt.Fprintf(stderr, "kretry parking release: --partition %d: %s has partitions 0–%d\n", *partition, t.Parking.Topic, n-1)
-			return exitUsage
-		}
-	} else {
-		// Producers do not agree on the key hash (Java and franz-go use
-		// murmur2, librdkafka crc32), so find the key where it is parked.
-		parts, err = findParked(cctx, kc, cl, t, []byte(*key))
-		if err != nil {
-			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-			return exitFail
-		}
-		if len(parts) == 0 {
-			fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s (nothing to release; pass --partition to write anyway)\n", *key, t.Parking.Topic)
-			return exitFail
-		}
+	parts, code := releasePartitions(cctx, kc, cl, t, []byte(*key), *partition, stderr)
+	if code != exitOK {
+		return code
 	}
 	for _, p := range parts {
 		r := parking.OperatorRelease(t.Parking.Topic, p, []byte(*key))
@@ -119,6 +89,58 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			*key, t.Parking.Topic, p)
 	}
 	return exitOK
+}
+
+// parkingTopicOf is source topic name's config, which must park (exit
+// code exitUsage, said on stderr, when it is not in the config at path or
+// has ordering none).
+func parkingTopicOf(cfg *config.Config, name, path string, stderr io.Writer) (*config.Topic, int) {
+	var t *config.Topic
+	for i := range cfg.Topics {
+		if cfg.Topics[i].Name == name {
+			t = &cfg.Topics[i]
+		}
+	}
+	if t == nil {
+		fmt.Fprintf(stderr, "kretry parking release: topic %q is not in %s\n", name, path)
+		return nil, exitUsage
+	}
+	if !t.Ordering.Parks() {
+		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", name)
+		return nil, exitUsage
+	}
+	return t, exitOK
+}
+
+// releasePartitions is where to write the release of key: partition when
+// it is 0 or more (checked against the parking topic), else every parking
+// partition where the key is parked or blocked. A code other than exitOK
+// is the command's, said on stderr.
+func releasePartitions(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte, partition int, stderr io.Writer) ([]int32, int) {
+	if partition >= 0 {
+		n, err := partitionCount(ctx, cl, t.Parking.Topic)
+		if err != nil {
+			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+			return nil, exitFail
+		}
+		if partition >= n {
+			fmt.Fprintf(stderr, "kretry parking release: --partition %d: %s has partitions 0–%d\n", partition, t.Parking.Topic, n-1)
+			return nil, exitUsage
+		}
+		return []int32{int32(partition)}, exitOK
+	}
+	// Producers do not agree on the key hash (Java and franz-go use
+	// murmur2, librdkafka crc32), so find the key where it is parked.
+	parts, err := findParked(ctx, kc, cl, t, key)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
+		return nil, exitFail
+	}
+	if len(parts) == 0 {
+		fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s (nothing to release; pass --partition to write anyway)\n", key, t.Parking.Topic)
+		return nil, exitFail
+	}
+	return parts, exitOK
 }
 
 // partitionCount returns how many partitions topic has.
