@@ -1,0 +1,377 @@
+package config
+
+// Decoding the merged keys into Config: the decode hooks, and the errors
+// of mapstructure and of unknown keys turned into FieldErrors that name
+// the key, the value and what to write instead.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+)
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// rootName is what mapstructure calls the top level of the config in an
+// error since v2.5.0: "config.Config".
+var rootName = reflect.TypeOf(Config{}).String()
+
+// valueError is a decode hook failure; decodeErrors adds the path.
+type valueError struct {
+	value string
+	msg   string
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("%q %s", e.value, e.msg) }
+
+// stringToSliceHook splits a string on commas where a list is expected,
+// trimming spaces around each element; "" is the empty list. This is how
+// KRETRY_KAFKA__BROKERS=a:9092,b:9092 becomes a list. (mapstructure's
+// StringToSliceHookFunc only targets []string and keeps the spaces.)
+func stringToSliceHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to.Elem().Kind() == reflect.Uint8 {
+		return data, nil
+	}
+	s := strings.TrimSpace(reflect.ValueOf(data).String())
+	if s == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts, nil
+}
+
+// stringToDurationHook parses time.ParseDuration strings ("1m", "250ms")
+// and rejects bare numbers, which mapstructure would take as nanoseconds.
+// It replaces mapstructure's StringToTimeDurationHookFunc, whose error
+// drops the bad value.
+func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		s := reflect.ValueOf(data).String()
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, &valueError{value: s, msg: `is not a duration: use a Go duration such as "10s", "1m30s" or "250ms"`}
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if from == durationType {
+			return data, nil
+		}
+		return nil, &valueError{value: fmt.Sprint(data), msg: `is not a duration: it needs a unit, as in "10s" or "250ms"`}
+	}
+	return data, nil
+}
+
+// numberToIntHook rejects fractions and out-of-range numbers where an
+// integer is expected (mapstructure truncates 8.5 to 8 and wraps around).
+func numberToIntHook(from, to reflect.Type, data any) (any, error) {
+	if to == durationType {
+		return data, nil
+	}
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	default:
+		return data, nil
+	}
+	v := reflect.ValueOf(data)
+	switch from.Kind() {
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		if f != math.Trunc(f) || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, &valueError{value: fmt.Sprint(data), msg: "is not an integer"}
+		}
+		if f < math.MinInt64 || f >= math.MaxInt64 || reflect.Zero(to).OverflowInt(int64(f)) {
+			return nil, &valueError{value: fmt.Sprint(data), msg: "is out of range"}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if reflect.Zero(to).OverflowInt(v.Int()) {
+			return nil, &valueError{value: fmt.Sprint(data), msg: "is out of range"}
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := v.Uint(); u > math.MaxInt64 || reflect.Zero(to).OverflowInt(int64(u)) {
+			return nil, &valueError{value: fmt.Sprint(data), msg: "is out of range"}
+		}
+	}
+	return data, nil
+}
+
+// decodeErrors rewrites mapstructure's error tree into one *FieldError per
+// problem, in decode order: "app.urll: unknown key",
+// `topics[0].retry.tiers[1]: "5x" is not a duration`.
+func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
+	var out []error
+	add := func(path, msg string) {
+		out = append(out, &FieldError{Path: path, Msg: msg, Env: envs.find(dottedPath(path))})
+	}
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *mapstructure.DecodeError:
+			inner := e.Unwrap()
+			if _, ok := inner.(interface{ Unwrap() []error }); ok {
+				walk(inner)
+				return
+			}
+			if _, ok := inner.(*mapstructure.DecodeError); ok {
+				walk(inner)
+				return
+			}
+			name := e.Name()
+			if name == rootName {
+				// mapstructure v2.5.0 names the root by its type in
+				// "has invalid keys" (v2.4.0 left it empty).
+				name = ""
+			}
+			var (
+				ve *valueError
+				pe *mapstructure.ParseError
+				ue *mapstructure.UnconvertibleTypeError
+			)
+			switch {
+			case strings.HasPrefix(inner.Error(), "has invalid keys: "):
+				keys, valid := unknownKeys(raw, name, inner.Error())
+				for _, k := range keys {
+					path := joinPath(name, k)
+					msg := "unknown key"
+					if m := closest(k, valid); m != "" {
+						if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
+							m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
+						} else {
+							m = strconv.Quote(m)
+						}
+						msg += ", did you mean " + m + "?"
+					}
+					add(path, msg)
+				}
+			case strings.HasPrefix(inner.Error(), "expected a map or struct, got "):
+				got := "a " + strings.Trim(strings.TrimPrefix(inner.Error(), "expected a map or struct, got "), `"`)
+				if v, ok := rawAt(raw, name); ok {
+					got = valueNoun(v)
+				}
+				add(name, "expected a mapping, got "+got)
+			case errors.As(inner, &ve):
+				add(name, ve.Error())
+			case errors.As(inner, &pe):
+				msg := "is not " + typeNoun(pe.Expected.Type())
+				if errors.Is(pe.Err, strconv.ErrRange) {
+					msg = "is out of range"
+				}
+				add(name, fmt.Sprintf("%q %s", fmt.Sprint(pe.Value), msg))
+			case errors.As(inner, &ue):
+				add(name, fmt.Sprintf("expected %s, got %s", typeNoun(ue.Expected.Type()), valueNoun(ue.Value)))
+			default:
+				add(name, inner.Error())
+			}
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		default:
+			if u := errors.Unwrap(err); u != nil {
+				walk(u)
+				return
+			}
+			out = append(out, err)
+		}
+	}
+	walk(err)
+	return out
+}
+
+func joinPath(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// unknownKeys lists the keys of the raw mapping at path that match no
+// field of the struct decoded there, and the keys valid there. It walks the
+// data rather than parse mapstructure's comma-joined message, which is the
+// fallback (without valid keys).
+func unknownKeys(raw map[string]any, path, msg string) (unknown, valid []string) {
+	if keys, valid, ok := unknownAt(raw, path); ok && len(keys) > 0 {
+		return keys, valid
+	}
+	return strings.Split(strings.TrimPrefix(msg, "has invalid keys: "), ", "), nil
+}
+
+func unknownAt(raw map[string]any, path string) (unknown, valid []string, ok bool) {
+	var (
+		v any = raw
+		t     = reflect.TypeOf(Config{})
+	)
+	if path != "" {
+		for _, seg := range strings.Split(dottedPath(path), ".") {
+			if i, err := strconv.Atoi(seg); err == nil {
+				l, ok := v.([]any)
+				if !ok || i >= len(l) || t.Kind() != reflect.Slice {
+					return nil, nil, false
+				}
+				v, t = l[i], t.Elem()
+				continue
+			}
+			m, ok := v.(map[string]any)
+			if !ok || t.Kind() != reflect.Struct {
+				return nil, nil, false
+			}
+			f, ok := fieldByTag(t, seg)
+			if !ok {
+				return nil, nil, false
+			}
+			v, t = m[seg], f.Type
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	m, ok := v.(map[string]any)
+	if !ok || t.Kind() != reflect.Struct {
+		return nil, nil, false
+	}
+	for k := range m {
+		if _, ok := fieldByTag(t, k); !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("koanf"); tag != "" {
+			valid = append(valid, tag)
+		}
+	}
+	return unknown, valid, true
+}
+
+// closest returns the valid key nearest to key, compared in lower case by
+// edit distance (Damerau-Levenshtein, optimal string alignment: a swap of
+// two adjacent letters counts one), if it is near enough to be a typo: at
+// most a third of the shorter key's length, at least one edit. Ties go to
+// the earlier key in valid.
+// Closest returns the name in valid nearest to name, for a "did you
+// mean" hint (a config key, a command's flag); "" when none is near: an
+// edit distance of at most a third of the shorter name, and at least 1.
+func Closest(name string, valid []string) string { return closest(name, valid) }
+
+func closest(key string, valid []string) string {
+	best, bestD := "", -1
+	for _, v := range valid {
+		d := editDistance(strings.ToLower(key), v)
+		if d <= max(1, min(len(key), len(v))/3) && (bestD < 0 || d < bestD) {
+			best, bestD = v, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and adjacent transpositions, bytes.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
+
+// rawAt returns the raw value at a decode path, if the path leads through
+// mappings and lists of the raw data.
+func rawAt(raw map[string]any, path string) (any, bool) {
+	var v any = raw
+	for _, seg := range strings.Split(dottedPath(path), ".") {
+		switch c := v.(type) {
+		case map[string]any:
+			next, ok := c[seg]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("koanf") == tag {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func typeNoun(t reflect.Type) string {
+	if t == durationType {
+		return "a duration"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return typeNoun(t.Elem())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	}
+	return t.String()
+}
+
+func valueNoun(v any) string {
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Invalid:
+		return "null"
+	case reflect.Map:
+		return "a mapping"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return strconv.Quote(fmt.Sprint(v))
+}
