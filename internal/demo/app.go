@@ -16,9 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kretry/kretry/internal/check"
 	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // order is the demo's record value.
