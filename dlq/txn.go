@@ -1,0 +1,68 @@
+package dlq
+
+// The transaction of one batch of moves: its records and their marks
+// written and committed together, or nothing of them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// commit writes recs in one transaction.
+func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
+	if err := tx.BeginTransaction(); err != nil {
+		return err
+	}
+	perr, err := produce(ctx, tx, recs...)
+	if err != nil {
+		// Not ended: the transaction stays open until the rerun's
+		// InitProducerID (or the transaction timeout) aborts it; the
+		// caller closes tx, which fails the records still buffered.
+		return fmt.Errorf("a transaction of %d records was not acknowledged (%w); run the same command again to continue once the brokers answer (nothing of this transaction is committed)", len(recs), err)
+	}
+	how := kgo.TryCommit
+	if perr != nil {
+		how = kgo.TryAbort
+	}
+	err = tx.EndTransaction(ctx, how)
+	if err = errors.Join(perr, err); err != nil {
+		// A newer InitProducerID for the same transactional id: Kafka
+		// answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, kfake also
+		// INVALID_PRODUCER_ID_MAPPING (the id is no longer ours).
+		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidProducerIDMapping) {
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+		// The commit's outcome may be unknown (a timeout): a rerun reads the
+		// marks after fencing, so whatever did commit is not moved twice.
+		return fmt.Errorf("a transaction of %d records failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", len(recs), err)
+	}
+	return nil
+}
+
+// produce writes recs and waits until each is acknowledged or failed
+// (perr, the first failure), or until ctx ends (err). Not ProduceSync: an
+// idempotent producer never fails a record sent without an answer (a broker
+// killed or unreachable), and ProduceSync waits for every record whatever
+// ctx says, so a redrive and its lease renewals would hang, deaf to
+// Ctrl-C, for as long as the brokers are down.
+func produce(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) (perr, err error) {
+	var mu sync.Mutex
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			if err != nil && perr == nil {
+				perr = err
+			}
+			mu.Unlock()
+		})
+	}
+	err = cl.Flush(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	return perr, err
+}
