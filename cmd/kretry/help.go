@@ -375,30 +375,9 @@ func didYouMean(cmd string) string {
 		return fmt.Sprintf(" (did you mean 'kretry %s'?)", m)
 	}
 	for _, name := range []string{"run", "demo", "gameday", "broker", "validate", "lag", "parking", "dlq", "version", "help"} {
-		if editDistance(strings.ToLower(cmd), name) <= 2 && len(cmd) > 2 {
+		if config.EditDistance(strings.ToLower(cmd), name) <= 2 && len(cmd) > 2 {
 			return fmt.Sprintf(" (did you mean 'kretry %s'?)", name)
 		}
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -258,20 +258,19 @@ func unknownAt(raw map[string]any, path string) (unknown, valid []string, ok boo
 	return unknown, valid, true
 }
 
-// closest returns the valid key nearest to key, compared in lower case by
-// edit distance (Damerau-Levenshtein, optimal string alignment: a swap of
-// two adjacent letters counts one), if it is near enough to be a typo: at
-// most a third of the shorter key's length, at least one edit. Ties go to
-// the earlier key in valid.
 // Closest returns the name in valid nearest to name, for a "did you
 // mean" hint (a config key, a command's flag); "" when none is near: an
 // edit distance of at most a third of the shorter name, and at least 1.
 func Closest(name string, valid []string) string { return closest(name, valid) }
 
+// closest returns the valid key nearest to key, compared in lower case by
+// EditDistance, if it is near enough to be a typo: at most a third of the
+// shorter key's length, at least one edit. Ties go to the earlier key in
+// valid.
 func closest(key string, valid []string) string {
 	best, bestD := "", -1
 	for _, v := range valid {
-		d := editDistance(strings.ToLower(key), v)
+		d := EditDistance(strings.ToLower(key), v)
 		if d <= max(1, min(len(key), len(v))/3) && (bestD < 0 || d < bestD) {
 			best, bestD = v, d
 		}
@@ -279,9 +278,9 @@ func closest(key string, valid []string) string {
 	return best
 }
 
-// editDistance is the optimal string alignment distance between a and b:
+// EditDistance is the optimal string alignment distance between a and b:
 // insertions, deletions, substitutions and adjacent transpositions, bytes.
-func editDistance(a, b string) int {
+func EditDistance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
