@@ -204,6 +204,7 @@ func TestDidYouMean(t *testing.T) {
 	for cmd, want := range map[string]string{
 		"check": "'kretry validate'", "valdiate": "'kretry validate'", "gamday": "'kretry gameday'",
 		"status": "'kretry lag'", "redrive": "'kretry dlq redrive'", "xyzzy": "",
+		"vaildaet": "'kretry validate'", // two adjacent swaps: two edits (four by Levenshtein)
 	} {
 		got := didYouMean(cmd)
 		if want == "" && got != "" || !strings.Contains(got, want) {
