@@ -141,8 +141,13 @@ func TestPasswordRotatedWhileRunning(t *testing.T) {
 		}
 	}
 	t.Logf("last log line: %s", strings.TrimSpace(last))
+	// Each episode of refusals is logged when it begins and when it ends:
+	// more than one means kretry saw the refusals stop in between.
+	began := strings.Count(out, `msg="the brokers refuse the client's credentials`)
+	ended := strings.Count(out, `msg="the brokers no longer refuse the client's credentials`)
+	t.Logf("episodes of refusals: %d began, %d ended", began, ended)
 	if !exited {
-		t.Errorf("kretry kept running %v with a password the cluster no longer accepts, /readyz %d: it should stop with an error naming SASL authentication, so that it is restarted with the new secret", time.Since(rotated).Round(time.Second), ready)
+		t.Errorf("kretry kept running %v with a password the cluster no longer accepts, /readyz %d, %d episodes of refusals began and %d ended: it should stop with an error naming SASL authentication, so that it is restarted with the new secret", time.Since(rotated).Round(time.Second), ready, began, ended)
 	} else if code != 1 || !strings.Contains(out, "SASL authentication failed") {
 		t.Errorf("kretry exited %d; want 1 with \"SASL authentication failed\"", code)
 	}

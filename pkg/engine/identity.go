@@ -218,15 +218,18 @@ func (e *Engine) leaveStatic(memberID string) {
 // while the engine ran, and only new ones help.
 var ErrAuthFailed = errors.New("the brokers refuse the client's credentials")
 
-// authFailureLimit is how long the brokers may refuse our credentials,
-// each refusal within authFailureGap of the one before, before Run gives
-// up. A refusal can be passing (a broker still loading the credentials);
-// refusals for half a minute are not. franz-go retries a failed connection
-// or group join within a few seconds (its group backoff grows to 5s), so a
-// gap of authFailureGap without one means the refusals stopped.
+// authFailureLimit is how long the brokers may refuse our credentials
+// before Run gives up. A refusal can be passing (a broker still loading the
+// credentials); refusals for half a minute are not. The refusals end when
+// polls go on for authFailureGap without one. franz-go retries a failed
+// connection or group join within a few seconds (its backoff grows to 5s,
+// plus the join attempt itself, slower on a loaded broker), so a gap that
+// long means they stopped. Only polls count: while the loop is held (a
+// commit retrying against a coordinator that refuses us), no gap can be
+// seen, and the refusals that queued meanwhile continue the same episode.
 const (
 	authFailureLimit = 30 * time.Second
-	authFailureGap   = 10 * time.Second
+	authFailureGap   = 20 * time.Second
 )
 
 // credentialsRefused reports whether err is the brokers refusing our SASL
@@ -251,15 +254,17 @@ func credentialsRefused(err error) bool {
 
 // authFailing tracks the fetch errors that are refusals of our credentials
 // (err, nil when the last poll had none) and returns a fatal error once
-// they have gone on for Options.authLimit.
+// they have gone on for Options.authLimit with no gap of authFailureGap
+// between polls that saw them.
 func (e *Engine) authFailing(err error, now time.Time) error {
 	if err == nil {
-		if !e.authLast.IsZero() && now.Sub(e.authLast) > authFailureGap {
+		if !e.authLast.IsZero() && now.Sub(e.authLast) >= authFailureGap {
+			e.log.Info("the brokers no longer refuse the client's credentials", "refused_for", e.authLast.Sub(e.authFirst).Round(time.Second))
 			e.authFirst, e.authLast = time.Time{}, time.Time{}
 		}
 		return nil
 	}
-	if e.authFirst.IsZero() || now.Sub(e.authLast) > authFailureGap {
+	if e.authFirst.IsZero() {
 		e.authFirst = now
 		e.log.Warn("the brokers refuse the client's credentials (a password changed on the cluster? a certificate expired?); giving up if it goes on",
 			"after", e.opts.authLimit, "err", err)
