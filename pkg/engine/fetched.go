@@ -29,10 +29,12 @@ import (
 // The wait is bounded by offsetsFetchWait. A crashed predecessor's open
 // transaction with offsets keeps the fetch unanswered (UNSTABLE_OFFSET_
 // COMMIT) until it is aborted, and it is aborted at once only when our
-// producer's InitProducerID fences it, which our first transaction (the
-// barrier) sends; without the bound the restart would wait for the
-// transaction timeout instead. Past the bound the barrier is written
-// without a known offset and pays the 500ms.
+// producer's InitProducerID fences it. Run sends that beside the group
+// join (loadProducerID), so it is usually done before the assignment;
+// when it is not, the barrier's transaction sends it, and without the
+// bound the restart would wait for the transaction timeout instead. Past
+// the bound the barrier is written without a known offset and pays the
+// 500ms.
 
 // offsetsFetchWait bounds the barrier's wait for the assignment's
 // OffsetFetch (a few milliseconds when nothing is pending).
