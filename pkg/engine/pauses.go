@@ -6,10 +6,16 @@ import "time"
 // the client (applyPauses), from the loop only and never under e.mu.
 
 // updatePauses decides which of sh's partitions pause: a restoring shard's
-// source and tiers; a source with MaxPending records held or MaxParked
-// records parked; a tier whose next record is not due or that holds
-// MaxPending records. It only marks them: the loop tells the client
-// (applyPauses), never under e.mu.
+// tiers, and its source once MaxPending of its records wait in the
+// backlog; a source with MaxPending records held or MaxParked records
+// parked; a tier whose next record is not due or that holds MaxPending
+// records. It only marks them: the loop tells the client (applyPauses),
+// never under e.mu.
+//
+// A restoring source keeps fetching into the backlog: paused, it would be
+// left out of the fetch the client sends as the barrier is read, and on
+// Kafka the first delivery after an assignment would wait that fetch's
+// FetchMaxWait out (issue 10).
 func (e *Engine) updatePauses(sh *shard, now time.Time) {
 	full := func(q *queue) bool {
 		if q.paused {
@@ -17,7 +23,8 @@ func (e *Engine) updatePauses(sh *shard, now time.Time) {
 		}
 		return len(q.entries) >= e.opts.MaxPending
 	}
-	e.wantPaused(sh.src, sh.restoring || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
+	restoreFull := sh.restoring && len(sh.backlog) >= e.opts.MaxPending
+	e.wantPaused(sh.src, restoreFull || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
 		e.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
 		e.wantPaused(q, sh.restoring || q.due.Waiting(now) || full(q) || e.gatePaused(now, true)) // overload gate

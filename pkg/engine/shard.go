@@ -144,7 +144,7 @@ func stageName(stage int) flow.Stage {
 }
 
 // shardFor returns partition p's shard, creating it: with parking, a new
-// shard starts restoring, its source and tiers paused.
+// shard starts restoring, its tiers paused (updatePauses).
 func (e *Engine) shardFor(p int32) *shard {
 	if sh, ok := e.shards[p]; ok {
 		return sh
