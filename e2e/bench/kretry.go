@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,7 +19,7 @@ import (
 
 // kretryOptions are the engine options both kretry peers share: the
 // defaults of `kretry run` (MaxInFlight 64, RetryShare 0.75, CommitInterval
-// 100ms, FetchMaxWait 250ms, ordering key) with the bench's tiers and no
+// 100ms, FetchMaxWait 50ms, ordering key) with the bench's tiers and no
 // jitter, so that a retry's due time is exactly failure + tier.
 func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 	plan := retrytopics.Plan{Source: e.topic, DLQ: retrytopics.DLQTopic(e.topic)}
@@ -28,7 +30,7 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 	if l := os.Getenv("BENCH_KGO_LOG"); l == "info" || l == "debug" {
 		// franz-go's own log (debugging the engine's client: why a
 		// transaction ended uncommitted, rebalances).
-		copts = append(copts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgoLogLevel(), nil)))
+		copts = append(copts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgoLogLevel(), func() string { return time.Now().Format("15:04:05.000000 ") })))
 	}
 	return engine.Options{
 		ClientOpts:      copts,
@@ -41,7 +43,7 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 		FetchMaxWait:    e.fetchWait,
 		Ordering:        flow.OrderingKey,
 		ParkingTopic:    retrytopics.ParkingTopic(e.topic),
-		Logger:          e.log,
+		Logger:          slog.New(assignWatch{e.log.Handler(), &e.assigned}),
 		MaxPending:      e.maxPending,
 		CommitInterval:  e.commitIvl,
 		Observer:        e.obs,
@@ -165,4 +167,35 @@ func kgoLogLevel() kgo.LogLevel {
 		return kgo.LogLevelDebug
 	}
 	return kgo.LogLevelInfo
+}
+
+// assignWatch passes an engine's log on to h and stores in at the time
+// (Unix ns) of its first "partitions assigned" line, whatever h's level:
+// the start of issue 10's "first delivery ≤ 100ms after partitions are
+// assigned".
+type assignWatch struct {
+	h  slog.Handler
+	at *atomic.Int64
+}
+
+func (w assignWatch) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || w.h.Enabled(ctx, l)
+}
+
+func (w assignWatch) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "partitions assigned" {
+		w.at.CompareAndSwap(0, r.Time.UnixNano())
+	}
+	if !w.h.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return w.h.Handle(ctx, r)
+}
+
+func (w assignWatch) WithAttrs(as []slog.Attr) slog.Handler {
+	return assignWatch{w.h.WithAttrs(as), w.at}
+}
+
+func (w assignWatch) WithGroup(name string) slog.Handler {
+	return assignWatch{w.h.WithGroup(name), w.at}
 }

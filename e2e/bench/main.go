@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 var peers = []*peer{
@@ -103,7 +105,7 @@ func main() {
 		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, max(4096, 32 × MaxInFlight))")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
-		fetchWait  = flag.Duration("fetch-wait", 250*time.Millisecond, "fetch max wait of every peer (kretry's default is 250ms)")
+		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
 	)
@@ -289,6 +291,7 @@ type result struct {
 	dupes                    int64
 	latencyN                 int
 	joinDelay                time.Duration // peer start → first fetch of the source
+	assignedToFirst          time.Duration // kretry: partitions assigned → first delivery; 0 when not seen
 	txns                     string        // kretry: transaction summary
 	peerRSS                  int64         // JVM peers: peak RSS, bytes
 	peerJIT                  time.Duration // JVM peers: JIT compiler CPU over the JVM's life
@@ -381,6 +384,9 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 		start = drain.start.Load()
 	}
 	r.joinDelay = time.Duration(start - peerStart.UnixNano())
+	if at, first := e.assigned.Load(), drain.start.Load(); at != 0 && first != 0 {
+		r.assignedToFirst = time.Duration(first - at)
+	}
 	if start != 0 {
 		if d := drain.lastAll.Load() - start; d > 0 {
 			r.recPerSec = float64(drain.doneAll.Load()) / (float64(d) / 1e9)

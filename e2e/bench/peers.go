@@ -33,6 +33,7 @@ type env struct {
 	maxPending  int           // kretry only; 0: default
 	commitIvl   time.Duration // kretry only; 0: default
 	obs         *txnObserver  // kretry only
+	assigned    atomic.Int64  // kretry only: Unix ns of the engine's first assignment (assignWatch)
 	peerPID     atomic.Int64  // JVM peers: the JVM's pid, for its CPU
 	peerRSS     atomic.Int64  // JVM peers: peak RSS in bytes, read at stop
 	peerJIT     atomic.Int64  // JVM peers: JIT compiler threads' CPU (ns) over the JVM's life, read at stop

@@ -74,7 +74,7 @@ func report(out io.Writer, cfg *config, s *site, rs []*result, m *memResult) {
 	var kr []string
 	for _, r := range rs {
 		if r.txns != "" {
-			kr = append(kr, fmt.Sprintf("      %-9s %-12s join→first source fetch %s; %s", r.w.name, r.p.name, ms(r.joinDelay), r.txns))
+			kr = append(kr, fmt.Sprintf("      %-9s %-12s start→first source fetch %s, assigned→first delivery %s; %s", r.w.name, r.p.name, ms(r.joinDelay), ms(r.assignedToFirst), r.txns))
 		}
 	}
 	if len(kr) > 0 {
@@ -197,6 +197,12 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 				fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
 					fmt.Sprintf("%s: %s retry lateness p99 ≤ 100ms, %s", wl, pn, c.phase), ms(c.d))
 			}
+		}
+	}
+	for _, pn := range []string{"kretry", "kretry-http"} {
+		if r := find("healthy", pn); r != nil && r.assignedToFirst > 0 {
+			fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(r.assignedToFirst <= 100*time.Millisecond),
+				fmt.Sprintf("healthy: %s first delivery after partitions are assigned", pn), ms(r.assignedToFirst))
 		}
 	}
 	if m != nil {

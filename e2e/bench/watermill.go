@@ -24,7 +24,7 @@ import (
 //
 // The sarama config is watermill-kafka's default with two changes:
 // Offsets.Initial = OffsetOldest (the backlog is written before the router
-// subscribes) and Consumer.MaxWaitTime = the bench's fetch wait (250ms,
+// subscribes) and Consumer.MaxWaitTime = the bench's fetch wait (50ms,
 // like the franz-go peers; sarama's default is 500ms).
 func startWatermill(ctx context.Context, e *env) (func(), error) {
 	logger := watermill.NopLogger{}
