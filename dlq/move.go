@@ -25,15 +25,6 @@ const DefaultRate = 10
 // first move).
 const MinRate = 0.01
 
-// Batching: a transaction carries at most maxBatch records and is
-// committed at most batchSpan after its first record was taken, so the
-// progress is current and a transaction never holds the DLQ's readers
-// (read_committed) back for long.
-const (
-	maxBatch  = 100
-	batchSpan = 250 * time.Millisecond
-)
-
 // Request is one redrive or discard.
 type Request struct {
 	// Action is ActionRedrive or ActionDiscard.
@@ -122,15 +113,7 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	}
 	res := &Result{Op: req.Op, Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
 	if req.DryRun {
-		snap, err := c.Read(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
-			return nil, err
-		}
-		c.selectEntries(snap, &req, res)
-		return res, nil
+		return c.dryRun(ctx, &req, res)
 	}
 	if !c.exists(ctx, c.t.DLQ) {
 		return nil, fmt.Errorf("%w: %s does not exist (kretry run creates it; check topics[].dlq.topic of %q)", ErrNotDLQ, c.t.DLQ, c.t.Source)
@@ -163,13 +146,35 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		c.waitMarksStable(ctx) // a Read after Move sees what it moved
 	}
 	res.Elapsed = c.clk.Now().Sub(start)
+	c.logEnded(&req, res, err)
+	return res, err
+}
+
+// dryRun fills res with what req would select and refuse in the DLQ as
+// it is now, moving nothing and taking no lease. It returns Read's
+// errors, and an ErrNoRecord when a Filter.Records reference is outside
+// the DLQ.
+func (c *Client) dryRun(ctx context.Context, req *Request, res *Result) (*Result, error) {
+	snap, err := c.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
+		return nil, err
+	}
+	c.selectEntries(snap, req, res)
+	return res, nil
+}
+
+// logEnded logs the end of operation req: what it moved, selected and
+// refused, whether it stopped early, and err when it failed.
+func (c *Client) logEnded(req *Request, res *Result, err error) {
 	attrs := []any{"op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped}
 	if err != nil {
 		attrs = append(attrs, "err", err) // no err=<nil> on success
 	}
 	c.log.Info("dlq operation ended", attrs...)
-	return res, err
 }
 
 // fencedSnapshot starts the DLQ's transactional producer, which fences an
@@ -201,6 +206,7 @@ func (c *Client) fencedSnapshot(ctx context.Context) (*kgo.Client, *Snapshot, er
 	return tx, snap, nil
 }
 
+// actionVerb is the lease's word for action a: "discard" or "redrive".
 func actionVerb(a string) string {
 	if a == ActionDiscard {
 		return "discard"
@@ -265,7 +271,18 @@ func (c *Client) selectEntries(snap *Snapshot, req *Request, res *Result) {
 	}
 }
 
-// run moves res.Entries in paced batches.
+// Batching: a transaction carries at most maxBatch records and is
+// committed at most batchSpan after its first record was taken, so the
+// progress is current and a transaction never holds the DLQ's readers
+// (read_committed) back for long.
+const (
+	maxBatch  = 100
+	batchSpan = 250 * time.Millisecond
+)
+
+// run moves res.Entries in paced batches, each committed in one
+// transaction of tx. It returns the first commit's error; a ctx that ends
+// commits what was gathered and sets res.Stopped.
 func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Result, start time.Time) error {
 	var lim *rate.Limiter
 	if req.Rate > 0 {
@@ -276,64 +293,82 @@ func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Res
 		maxBytes = c.maxMessageBytes(ctx, c.t.Tier)
 	}
 	rd := retrytopics.Redrive{Tier: c.t.Tier, ID: res.Op, Version: req.Version, MaxBytes: maxBytes}
-	var batch []*kgo.Record
-	var classes []string
-	var batchStart time.Time
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := commit(cctx, tx, batch); err != nil {
-			return err
-		}
-		res.Moved += len(batch) / c.recordsPerMove(req)
-		for _, cl := range classes {
-			res.MovedByClass[cl]++
-		}
-		batch, classes = batch[:0], classes[:0]
-		c.report(req, res, start)
-		return nil
-	}
+	b := &batch{c: c, tx: tx, req: req, res: res, start: start}
 	for _, e := range res.Entries {
 		if lim != nil {
 			now := c.clk.Now()
 			r := lim.ReserveN(now, 1)
 			d := r.DelayFrom(now)
-			if len(batch) > 0 && now.Add(d).Sub(batchStart) > batchSpan {
-				if err := flush(); err != nil {
+			if len(b.recs) > 0 && now.Add(d).Sub(b.began) > batchSpan {
+				if err := b.flush(ctx); err != nil {
 					return err
 				}
 			}
 			if err := c.clk.Sleep(ctx, d); err != nil {
 				r.Cancel()
 				res.Stopped = true
-				return flush()
+				return b.flush(ctx)
 			}
 		} else if ctx.Err() != nil {
 			res.Stopped = true
-			return flush()
+			return b.flush(ctx)
 		}
-		if len(batch) == 0 {
-			batchStart = c.clk.Now()
+		if len(b.recs) == 0 {
+			b.began = c.clk.Now()
 		}
 		recs, err := c.moveRecords(e, req, &rd)
 		if err != nil {
 			res.Refused = append(res.Refused, Refusal{Record: e.Ref(), Reason: err.Error()})
 			continue
 		}
-		batch = append(batch, recs...)
-		classes = append(classes, e.Class())
-		if len(batch) >= maxBatch*c.recordsPerMove(req) || c.clk.Now().Sub(batchStart) >= batchSpan {
-			if err := flush(); err != nil {
+		b.recs = append(b.recs, recs...)
+		b.classes = append(b.classes, e.Class())
+		if len(b.recs) >= maxBatch*c.recordsPerMove(req) || c.clk.Now().Sub(b.began) >= batchSpan {
+			if err := b.flush(ctx); err != nil {
 				return err
 			}
 		}
 	}
-	return flush()
+	return b.flush(ctx)
 }
 
+// batch gathers the records of the moves of one transaction of
+// [Client.run], and their classes.
+type batch struct {
+	c     *Client
+	tx    *kgo.Client
+	req   *Request
+	res   *Result
+	start time.Time // of the first move, for the rate reported
+
+	recs    []*kgo.Record
+	classes []string
+	began   time.Time // when the batch's first move was taken
+}
+
+// flush commits the batch in one transaction (at most 30s, even after
+// ctx ends), counts its moves in b.res, reports the progress and empties
+// the batch. It returns the commit's error; an empty batch does nothing.
+func (b *batch) flush(ctx context.Context) error {
+	if len(b.recs) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := commit(cctx, b.tx, b.recs); err != nil {
+		return err
+	}
+	b.res.Moved += len(b.recs) / b.c.recordsPerMove(b.req)
+	for _, cl := range b.classes {
+		b.res.MovedByClass[cl]++
+	}
+	b.recs, b.classes = b.recs[:0], b.classes[:0]
+	b.c.report(b.req, b.res, b.start)
+	return nil
+}
+
+// recordsPerMove is how many records one move writes: the tier record
+// and the mark for a redrive, the mark for a discard.
 func (c *Client) recordsPerMove(req *Request) int {
 	if req.Action == ActionRedrive {
 		return 2 // the tier record and the mark
