@@ -249,6 +249,14 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		}
 		return v
 	}
+	return g.closedVerdict(now, t, o, during)
+}
+
+// closedVerdict is Done's verdict on o with the breaker closed: Hold when
+// o opens it, for the guard (systemic) or for the dependency, else Count.
+// during is what ended while t's delivery ran. g.mu is held.
+func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
+	b := g.breaker
 	if o.Again && o.Class != OK {
 		return Count
 	}
@@ -272,21 +280,26 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		// records it fails before its breaker has the evidence to open,
 		// on every restart. Poison is still dead-lettered: once the
 		// probes succeed, the held record's next failure counts.
-		b.open(now, ReasonDependency, o)
-		b.weak = weak
-		g.guard.reset()
-		return Hold
+		return g.openForDependency(now, o, weak)
 	}
 	if b.observe(now, o, weak, during) {
-		b.open(now, ReasonDependency, o)
-		b.weak = weak
-		g.guard.reset()
-		return Hold
+		return g.openForDependency(now, o, weak)
 	}
 	if o.Class == OK {
 		b.grow()
 	}
 	return Count
+}
+
+// openForDependency opens the breaker for the dependency on o (weak: on
+// weak evidence only), restarts the guard's count and returns Hold. g.mu
+// is held.
+func (g *Gate) openForDependency(now time.Time, o Outcome, weak bool) Verdict {
+	b := g.breaker
+	b.open(now, ReasonDependency, o)
+	b.weak = weak
+	g.guard.reset()
+	return Hold
 }
 
 // Probing reports whether the next admitted delivery would be a probe:
