@@ -211,12 +211,6 @@ func decodeMsg(raw map[string]any, name string, inner error) string {
 	return inner.Error()
 }
 
-// fieldError is the *FieldError msg at path, naming the environment
-// variable that set path, if one did.
-func (e envPaths) fieldError(path, msg string) error {
-	return &FieldError{Path: path, Msg: msg, Env: e.find(dottedPath(path))}
-}
-
 func joinPath(parent, key string) string {
 	if parent == "" {
 		return key
