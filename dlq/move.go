@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/time/rate"
-
-	"github.com/kretry/kretry/retrytopics"
 )
 
 // DefaultRate is the redrive and discard rate when Request.Rate is 0
@@ -24,15 +20,6 @@ const DefaultRate = 10
 // hold the DLQ's lease for ever in effect (at 1e-300 records/s, after its
 // first move).
 const MinRate = 0.01
-
-// Batching: a transaction carries at most maxBatch records and is
-// committed at most batchSpan after its first record was taken, so the
-// progress is current and a transaction never holds the DLQ's readers
-// (read_committed) back for long.
-const (
-	maxBatch  = 100
-	batchSpan = 250 * time.Millisecond
-)
 
 // Request is one redrive or discard.
 type Request struct {
@@ -122,15 +109,7 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 	}
 	res := &Result{Op: req.Op, Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
 	if req.DryRun {
-		snap, err := c.Read(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
-			return nil, err
-		}
-		c.selectEntries(snap, &req, res)
-		return res, nil
+		return c.dryRun(ctx, &req, res)
 	}
 	if !c.exists(ctx, c.t.DLQ) {
 		return nil, fmt.Errorf("%w: %s does not exist (kretry run creates it; check topics[].dlq.topic of %q)", ErrNotDLQ, c.t.DLQ, c.t.Source)
@@ -163,13 +142,35 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		c.waitMarksStable(ctx) // a Read after Move sees what it moved
 	}
 	res.Elapsed = c.clk.Now().Sub(start)
+	c.logEnded(&req, res, err)
+	return res, err
+}
+
+// dryRun fills res with what req would select and refuse in the DLQ as
+// it is now, moving nothing and taking no lease. It returns Read's
+// errors, and an ErrNoRecord when a Filter.Records reference is outside
+// the DLQ.
+func (c *Client) dryRun(ctx context.Context, req *Request, res *Result) (*Result, error) {
+	snap, err := c.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.CheckRecords(c.t.DLQ, req.Filter.Records); err != nil {
+		return nil, err
+	}
+	c.selectEntries(snap, req, res)
+	return res, nil
+}
+
+// logEnded logs the end of operation req: what it moved, selected and
+// refused, whether it stopped early, and err when it failed.
+func (c *Client) logEnded(req *Request, res *Result, err error) {
 	attrs := []any{"op", res.Op, "action", req.Action, "dlq", c.t.DLQ, "by", req.By,
 		"moved", res.Moved, "selected", res.Selected, "refused", len(res.Refused), "stopped", res.Stopped}
 	if err != nil {
 		attrs = append(attrs, "err", err) // no err=<nil> on success
 	}
 	c.log.Info("dlq operation ended", attrs...)
-	return res, err
 }
 
 // fencedSnapshot starts the DLQ's transactional producer, which fences an
@@ -201,6 +202,7 @@ func (c *Client) fencedSnapshot(ctx context.Context) (*kgo.Client, *Snapshot, er
 	return tx, snap, nil
 }
 
+// actionVerb is the lease's word for action a: "discard" or "redrive".
 func actionVerb(a string) string {
 	if a == ActionDiscard {
 		return "discard"
@@ -263,139 +265,4 @@ func (c *Client) selectEntries(snap *Snapshot, req *Request, res *Result) {
 		}
 		res.Entries = append(res.Entries, e)
 	}
-}
-
-// run moves res.Entries in paced batches.
-func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Result, start time.Time) error {
-	var lim *rate.Limiter
-	if req.Rate > 0 {
-		lim = rate.NewLimiter(rate.Limit(req.Rate), 1)
-	}
-	maxBytes := 0
-	if req.Action == ActionRedrive {
-		maxBytes = c.maxMessageBytes(ctx, c.t.Tier)
-	}
-	rd := retrytopics.Redrive{Tier: c.t.Tier, ID: res.Op, Version: req.Version, MaxBytes: maxBytes}
-	var batch []*kgo.Record
-	var classes []string
-	var batchStart time.Time
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := commit(cctx, tx, batch); err != nil {
-			return err
-		}
-		res.Moved += len(batch) / c.recordsPerMove(req)
-		for _, cl := range classes {
-			res.MovedByClass[cl]++
-		}
-		batch, classes = batch[:0], classes[:0]
-		c.report(req, res, start)
-		return nil
-	}
-	for _, e := range res.Entries {
-		if lim != nil {
-			now := c.clk.Now()
-			r := lim.ReserveN(now, 1)
-			d := r.DelayFrom(now)
-			if len(batch) > 0 && now.Add(d).Sub(batchStart) > batchSpan {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			if err := c.clk.Sleep(ctx, d); err != nil {
-				r.Cancel()
-				res.Stopped = true
-				return flush()
-			}
-		} else if ctx.Err() != nil {
-			res.Stopped = true
-			return flush()
-		}
-		if len(batch) == 0 {
-			batchStart = c.clk.Now()
-		}
-		recs, err := c.moveRecords(e, req, &rd)
-		if err != nil {
-			res.Refused = append(res.Refused, Refusal{Record: e.Ref(), Reason: err.Error()})
-			continue
-		}
-		batch = append(batch, recs...)
-		classes = append(classes, e.Class())
-		if len(batch) >= maxBatch*c.recordsPerMove(req) || c.clk.Now().Sub(batchStart) >= batchSpan {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
-}
-
-func (c *Client) recordsPerMove(req *Request) int {
-	if req.Action == ActionRedrive {
-		return 2 // the tier record and the mark
-	}
-	return 1
-}
-
-// moveRecords returns the records one move of e writes.
-func (c *Client) moveRecords(e *Entry, req *Request, rd *retrytopics.Redrive) ([]*kgo.Record, error) {
-	now := c.clk.Now()
-	m := Mark{Action: req.Action, Op: rd.ID, By: req.By, At: now, Reason: req.Reason}
-	if req.Action == ActionDiscard {
-		return []*kgo.Record{markRecord(MarksTopic(c.t.DLQ), e, m)}, nil
-	}
-	r := &kgo.Record{Topic: c.t.DLQ, Partition: e.Partition, Offset: e.Offset, Key: e.Key, Value: e.Value, Headers: e.Headers, Timestamp: e.Timestamp}
-	out, err := rd.Record(r, now)
-	if err != nil {
-		return nil, err
-	}
-	if rd.MaxBytes > 0 && retrytopics.RecordSize(out) > rd.MaxBytes {
-		return nil, fmt.Errorf("the record (%d bytes with kretry's headers) does not fit %s (max.message.bytes %d): raise it there, or discard the record",
-			retrytopics.RecordSize(out), rd.Tier, rd.MaxBytes)
-	}
-	m.To = rd.Tier + "/" + strconv.FormatInt(int64(out.Partition), 10)
-	return []*kgo.Record{out, markRecord(MarksTopic(c.t.DLQ), e, m)}, nil
-}
-
-// report calls req.Progress.
-func (c *Client) report(req *Request, res *Result, start time.Time) {
-	if req.Progress == nil {
-		return
-	}
-	el := c.clk.Now().Sub(start)
-	p := Progress{Op: res.Op, Action: req.Action, Total: len(res.Entries), Moved: res.Moved, Elapsed: el}
-	// The first move is not paced (the token bucket's burst of one): the
-	// rate is of the moves after it, over the time since it, and unknown
-	// (0) until there are two. Moved/elapsed read 100/s or more after the
-	// first record of a 1/s redrive.
-	if s := el.Seconds(); s > 0 && res.Moved >= 2 {
-		p.Rate = float64(res.Moved-1) / s
-	}
-	if p.Rate > 0 {
-		p.ETA = time.Duration(float64(p.Total-p.Moved) / p.Rate * float64(time.Second))
-	}
-	req.Progress(p)
-}
-
-// maxMessageBytes is topic's max.message.bytes, 0 when unknown.
-func (c *Client) maxMessageBytes(ctx context.Context, topic string) int {
-	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return 0
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		return 0
-	}
-	for _, cf := range rc.Configs {
-		if cf.Key == "max.message.bytes" && cf.Value != nil {
-			n, _ := strconv.Atoi(*cf.Value)
-			return n
-		}
-	}
-	return 0
 }

@@ -34,37 +34,30 @@ type instruments struct {
 // registers one callback that observes m.Latest().
 func newInstruments(m *Monitor, mp metric.MeterProvider) (*instruments, error) {
 	meter := mp.Meter(ScopeName)
-	var errs []error
-	i64 := func(name, unit, desc string) metric.Int64ObservableGauge {
-		g, err := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	f64 := func(name, unit, desc string) metric.Float64ObservableGauge {
-		g, err := meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	lag := i64("kretry.consumer.lag", "{record}",
+	g := &gaugeMaker{meter: meter}
+	lag := g.i64("kretry.consumer.lag", "{record}",
 		"Records a consumer group has yet to consume: end offset (last stable offset for read_committed groups) minus committed offset.")
-	age := f64("kretry.consumer.lag.age", "s",
+	age := g.f64("kretry.consumer.lag.age", "s",
 		"How long the next record a consumer group will consume has been in the log, from its timestamp; 0 when caught up.")
-	status := i64("kretry.consumer.status", "{status}",
+	status := g.i64("kretry.consumer.status", "{status}",
 		"Consumer status over the status window: 0 OK, 1 WARN, 2 STALL, 3 STOP, 4 ERR.")
-	committed := i64("kretry.consumer.offset", "{offset}",
+	committed := g.i64("kretry.consumer.offset", "{offset}",
 		"The consumer group's committed offset (per-partition mode only).")
-	end := i64("kretry.partition.end_offset", "{offset}",
+	end := g.i64("kretry.partition.end_offset", "{offset}",
 		"High watermark of a monitored partition (per-partition mode only).")
-	start := i64("kretry.partition.start_offset", "{offset}",
+	start := g.i64("kretry.partition.start_offset", "{offset}",
 		"Log start offset of a monitored partition (per-partition mode only).")
-	ttd := f64("kretry.lag.time_to_drain", "s",
+	ttd := g.f64("kretry.lag.time_to_drain", "s",
 		"Estimated time to consume the lag at the recent drain rate: lag divided by the consume rate over the status window; 0 when caught up, +Inf when lagging and nothing was consumed over the window.")
-	rate := f64("kretry.consumer.drain.rate", "{record}/s",
+	rate := g.f64("kretry.consumer.drain.rate", "{record}/s",
 		"Consume rate over the status window: records (offsets) committed per second.")
-	stageRecords := i64("kretry.stage.records", "{record}",
-		"Records waiting in a stage of a kretry pipeline: source, tier, parking or DLQ.")
-	stageAge := f64("kretry.stage.age", "s",
-		"Age of the oldest record waiting in a stage of a kretry pipeline.")
+	stages := stageGauges{
+		records: g.i64("kretry.stage.records", "{record}",
+			"Records waiting in a stage of a kretry pipeline: source, tier, parking or DLQ."),
+		age: g.f64("kretry.stage.age", "s",
+			"Age of the oldest record waiting in a stage of a kretry pipeline."),
+	}
+	errs := g.errs
 	scans, err := meter.Int64Counter("kretry.lag.scans", metric.WithUnit("{scan}"),
 		metric.WithDescription("Lag scans; error.type is \"incomplete\" when some offsets could not be read."))
 	errs = append(errs, err)
@@ -88,19 +81,9 @@ func newInstruments(m *Monitor, mp metric.MeterProvider) (*instruments, error) {
 		} else {
 			observeTopics(o, snap, lag, age, status, d)
 		}
-		for _, st := range snap.Stages() {
-			set := metric.WithAttributeSet(attribute.NewSet(
-				AttrSource.String(st.Source), AttrStage.String(st.Stage), semconv.MessagingDestinationName(st.Topic)))
-			if st.Partial {
-				continue
-			}
-			o.ObserveInt64(stageRecords, st.Records, set)
-			if st.AgeKnown {
-				o.ObserveFloat64(stageAge, st.Age.Seconds(), set)
-			}
-		}
+		stages.observe(o, snap)
 		return nil
-	}, lag, age, status, committed, end, start, ttd, rate, stageRecords, stageAge)
+	}, lag, age, status, committed, end, start, ttd, rate, stages.records, stages.age)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +114,50 @@ func rowAttrs(r *Row, partition bool) attribute.Set {
 		kv = append(kv, AttrSource.String(r.Source), AttrStage.String(r.Stage))
 	}
 	return attribute.NewSet(kv...)
+}
+
+// gaugeMaker creates the observable gauges of newInstruments on meter,
+// keeping their creation errors, in order, in errs.
+type gaugeMaker struct {
+	meter metric.Meter
+	errs  []error
+}
+
+// i64 is the int64 gauge name (unit, description desc).
+func (g *gaugeMaker) i64(name, unit, desc string) metric.Int64ObservableGauge {
+	x, err := g.meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	g.errs = append(g.errs, err)
+	return x
+}
+
+// f64 is the float64 gauge name (unit, description desc).
+func (g *gaugeMaker) f64(name, unit, desc string) metric.Float64ObservableGauge {
+	x, err := g.meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	g.errs = append(g.errs, err)
+	return x
+}
+
+// stageGauges are the gauges of the records waiting in each stage of a
+// kretry pipeline and of the oldest one's age.
+type stageGauges struct {
+	records metric.Int64ObservableGauge
+	age     metric.Float64ObservableGauge
+}
+
+// observe observes into o each stage of snap whose count is complete:
+// its records, and its oldest record's age (s) when known.
+func (sg stageGauges) observe(o metric.Observer, snap *Snapshot) {
+	for _, st := range snap.Stages() {
+		set := metric.WithAttributeSet(attribute.NewSet(
+			AttrSource.String(st.Source), AttrStage.String(st.Stage), semconv.MessagingDestinationName(st.Topic)))
+		if st.Partial {
+			continue
+		}
+		o.ObserveInt64(sg.records, st.Records, set)
+		if st.AgeKnown {
+			o.ObserveFloat64(sg.age, st.Age.Seconds(), set)
+		}
+	}
 }
 
 // drainGauges are the drain-rate and time-to-drain gauges.

@@ -249,6 +249,14 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		}
 		return v
 	}
+	return g.closedVerdict(now, t, o, during)
+}
+
+// closedVerdict is Done's verdict on o with the breaker closed: Hold when
+// o opens it, for the guard (systemic) or for the dependency, else Count.
+// during is what ended while t's delivery ran. g.mu is held.
+func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
+	b := g.breaker
 	if o.Again && o.Class != OK {
 		return Count
 	}
@@ -272,21 +280,26 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		// records it fails before its breaker has the evidence to open,
 		// on every restart. Poison is still dead-lettered: once the
 		// probes succeed, the held record's next failure counts.
-		b.open(now, ReasonDependency, o)
-		b.weak = weak
-		g.guard.reset()
-		return Hold
+		return g.openForDependency(now, o, weak)
 	}
 	if b.observe(now, o, weak, during) {
-		b.open(now, ReasonDependency, o)
-		b.weak = weak
-		g.guard.reset()
-		return Hold
+		return g.openForDependency(now, o, weak)
 	}
 	if o.Class == OK {
 		b.grow()
 	}
 	return Count
+}
+
+// openForDependency opens the breaker for the dependency on o (weak: on
+// weak evidence only), restarts the guard's count and returns Hold. g.mu
+// is held.
+func (g *Gate) openForDependency(now time.Time, o Outcome, weak bool) Verdict {
+	b := g.breaker
+	b.open(now, ReasonDependency, o)
+	b.weak = weak
+	g.guard.reset()
+	return Hold
 }
 
 // Probing reports whether the next admitted delivery would be a probe:
@@ -336,55 +349,4 @@ func (g *Gate) Expired(action string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expired[action]++
-}
-
-// Snapshot is the Gate's state and counters, for metrics and /readyz.
-type Snapshot struct {
-	State  State
-	Reason Reason // of the current or last opening
-	// Since is when the current outage began (zero when closed).
-	Since time.Time
-	// Opened counts openings by reason; Held the failed deliveries whose
-	// attempt did not count.
-	Opened map[Reason]int64
-	Held   int64
-	// Limit is the in-flight limit in force.
-	Limit int
-	// BudgetDenied counts refused retries; RetryRatio is retries ÷
-	// deliveries over the budget window (0 without a budget).
-	BudgetDenied int64
-	RetryRatio   float64
-	// Expired counts expired records by action.
-	Expired map[string]int64
-}
-
-// Snapshot returns the current state and counters.
-func (g *Gate) Snapshot(now time.Time) Snapshot {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b := g.breaker
-	s := Snapshot{State: b.state, Reason: b.reason, Held: b.held, BudgetDenied: g.budgetDenied,
-		Opened: map[Reason]int64{}, Expired: map[string]int64{}, Limit: g.cfg.MaxInFlight}
-	if b.state != Closed {
-		s.Since = b.since
-	}
-	for k, v := range b.opened {
-		s.Opened[k] = v
-	}
-	for k, v := range g.expired {
-		s.Expired[k] = v
-	}
-	switch {
-	case b.state != Closed:
-		s.Limit = b.cfg.Probes
-	case g.limiter != nil:
-		s.Limit = g.limiter.Limit()
-	}
-	if b.state == Closed && b.ramp > 0 {
-		s.Limit = min(s.Limit, b.ramp)
-	}
-	if g.budget != nil {
-		s.RetryRatio = g.budget.ratio(now)
-	}
-	return s
 }

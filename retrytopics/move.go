@@ -82,48 +82,22 @@ func ReadOrigin(r *kgo.Record, fromSource bool, fallbackAttempts int64) (Origin,
 		self.Attempts = fallbackAttempts
 		return self, fmt.Errorf("%w: no kretry header run on %s/%d/%d", ErrBadHeaders, r.Topic, r.Partition, r.Offset)
 	}
-	v := func(name string) string {
-		for _, h := range r.Headers[:len(Headers)] {
-			if h.Key == name {
-				return string(h.Value)
-			}
-		}
-		return ""
-	}
-	o := Origin{Topic: v(HeaderOriginalTopic), Headers: r.Headers[len(Headers):]}
+	hp := &headerParser{hs: r.Headers[:len(Headers)]}
+	o := Origin{Topic: hp.value(HeaderOriginalTopic), Headers: r.Headers[len(Headers):]}
 	readRedrive(&o) // redrive
-	var errs []error
-	parseInt := func(name string, bits int) int64 {
-		n, err := strconv.ParseInt(v(name), 10, bits)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a non-negative integer", name, v(name)))
-			return -1
-		}
-		return n
-	}
-	parseTime := func(name string, optional bool) time.Time {
-		s := v(name)
-		if s == "" && optional {
-			return time.Time{}
-		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q is not an RFC 3339 time", name, s))
-		}
-		return t
-	}
-	o.Partition = int32(parseInt(HeaderOriginalPartition, 32))
-	o.Offset = parseInt(HeaderOriginalOffset, 64)
-	o.Attempts = parseInt(HeaderAttempt, 64)
-	nerr := len(errs)
-	o.Timestamp = parseTime(HeaderOriginalTimestamp, false)
-	if len(errs) > nerr {
+	o.Partition = int32(hp.integer(HeaderOriginalPartition, 32))
+	o.Offset = hp.integer(HeaderOriginalOffset, 64)
+	o.Attempts = hp.integer(HeaderAttempt, 64)
+	nerr := len(hp.errs)
+	o.Timestamp = hp.rfc3339(HeaderOriginalTimestamp, false)
+	if len(hp.errs) > nerr {
 		// Unreadable: r's own, not the zero time, which would reach
 		// ce-time and be written on as the original timestamp.
 		o.Timestamp = r.Timestamp
 	}
-	o.FirstFailure = parseTime(HeaderFirstFailureTime, true)
-	o.Due = parseTime(HeaderDueTime, true)
+	o.FirstFailure = hp.rfc3339(HeaderFirstFailureTime, true)
+	o.Due = hp.rfc3339(HeaderDueTime, true)
+	errs := hp.errs
 	if o.Topic == "" {
 		errs = append(errs, fmt.Errorf("%s is empty", HeaderOriginalTopic))
 	}
@@ -137,6 +111,48 @@ func ReadOrigin(r *kgo.Record, fromSource bool, fallbackAttempts int64) (Origin,
 		return o, fmt.Errorf("%w on %s/%d/%d: %w", ErrBadHeaders, r.Topic, r.Partition, r.Offset, errors.Join(errs...))
 	}
 	return o, nil
+}
+
+// headerParser reads the values of a run of kretry headers, keeping an
+// error for each value that does not parse, in the order read.
+type headerParser struct {
+	hs   []kgo.RecordHeader
+	errs []error
+}
+
+// value is header name's value, "" when the run has none.
+func (p *headerParser) value(name string) string {
+	for _, h := range p.hs {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// integer is header name's value as a non-negative integer of bits bits, -1
+// (and an error kept) when it is not one.
+func (p *headerParser) integer(name string, bits int) int64 {
+	n, err := strconv.ParseInt(p.value(name), 10, bits)
+	if err != nil || n < 0 {
+		p.errs = append(p.errs, fmt.Errorf("%s: %q is not a non-negative integer", name, p.value(name)))
+		return -1
+	}
+	return n
+}
+
+// rfc3339 is header name's value as an RFC 3339 time: the zero time when it
+// is empty and optional, and when it does not parse (an error kept).
+func (p *headerParser) rfc3339(name string, optional bool) time.Time {
+	s := p.value(name)
+	if s == "" && optional {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s: %q is not an RFC 3339 time", name, s))
+	}
+	return t
 }
 
 // Failure describes the failed delivery that causes a move.
@@ -185,14 +201,7 @@ const truncMarker = "…[truncated]"
 // from the move; the original timestamp is in kretry-original-timestamp.
 func (m *Move) Record() *kgo.Record {
 	o := &m.Origin
-	first := o.FirstFailure
-	if first.IsZero() {
-		first = m.Failure.At
-	}
-	status := ""
-	if m.Failure.Status != 0 {
-		status = strconv.Itoa(m.Failure.Status)
-	}
+	firstS, lastS, status := m.failureValues()
 	due := ""
 	if !m.Due.IsZero() {
 		due = formatTime(m.Due)
@@ -200,13 +209,6 @@ func (m *Move) Record() *kgo.Record {
 	attempt := o.Attempts
 	if attempt < math.MaxInt64 && !m.Parked { // saturate: a wrapped count would be negative and unreadable on the next hop
 		attempt++
-	}
-	firstS, lastS := formatTime(first), formatTime(m.Failure.At)
-	if m.Parked {
-		firstS, lastS, status = "", "", ""
-		if !o.FirstFailure.IsZero() {
-			firstS = formatTime(o.FirstFailure)
-		}
 	}
 	hs := make([]kgo.RecordHeader, 0, len(Headers)+len(o.Headers))
 	for _, kv := range [len(Headers)][2]string{
@@ -243,6 +245,28 @@ func (m *Move) Record() *kgo.Record {
 	}
 	hs[11].Value = []byte(Truncate(m.Failure.Message, room))
 	return r
+}
+
+// failureValues are the values of kretry-first-failure-time,
+// kretry-last-failure-time and kretry-error-status for m: a parked record
+// carries none of them but a first failure time the origin already had.
+func (m *Move) failureValues() (first, last, status string) {
+	o := &m.Origin
+	firstAt := o.FirstFailure
+	if firstAt.IsZero() {
+		firstAt = m.Failure.At
+	}
+	if m.Failure.Status != 0 {
+		status = strconv.Itoa(m.Failure.Status)
+	}
+	first, last = formatTime(firstAt), formatTime(m.Failure.At)
+	if m.Parked {
+		first, last, status = "", "", ""
+		if !o.FirstFailure.IsZero() {
+			first = formatTime(o.FirstFailure)
+		}
+	}
+	return first, last, status
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/dlq"
-	"github.com/kretry/kretry/internal/sidecar"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/flow"
 )
@@ -57,12 +56,8 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// start check waits for the brokers) are left out, as kretry lag
 	// leaves them out: the check's error says what is wrong, and the
 	// operations report the failures that matter in their own words.
-	kc, err := sidecar.CommandClients(cfg, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
+	kc, err := commandClients(ctx, cfg, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
-		return exitFail
-	}
-	if err := kc.Ping(ctx); err != nil {
 		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
 		return exitFail
 	}
@@ -72,7 +67,13 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer c.Close()
-	err = f.runSub(ctx, c, stdout, stderr)
+	return dlqExit(sub, f.runSub(ctx, c, stdout, stderr), stderr)
+}
+
+// dlqExit is the exit code of subcommand sub that returned err, saying
+// err on stderr: exitUsage when the topic is no DLQ or the record is not
+// there, exitFail for any other error (errRefused has been said already).
+func dlqExit(sub *command, err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK

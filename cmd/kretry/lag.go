@@ -185,46 +185,12 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nGROUP\tSTATE\tMEMBERS\tSTATUS\tERROR")
-	for _, g := range s.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", g.Name, orDash(g.State), g.Members, g.Status, g.Error)
-	}
-	tw.Flush()
-
+	printGroups(tw, s.Groups)
 	if len(s.Rows) > 0 {
-		fmt.Fprintln(tw, "\nGROUP\tTOPIC\tPARTITION\tSTAGE\tCOMMITTED\tLOG START\tEND\tLAG\tAGE\tSTATUS\tNOTE")
-		for _, r := range s.Rows {
-			committed := "-"
-			if r.Committed >= 0 {
-				committed = fmt.Sprint(r.Committed)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, orDash(r.Stage),
-				committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Status, note(r))
-		}
-		tw.Flush()
+		printRows(tw, s.Rows)
 	}
 	if len(s.DLQ) > 0 {
-		fmt.Fprintln(tw, "\nDLQ\tPARTITION\tSOURCE\tFROM\tEND\tOFFSETS\tAGE\tNOTE")
-		source := s.DLQ[0].Source
-		for _, r := range s.DLQ {
-			if r.Source != source {
-				source = "SOURCE"
-			}
-			from := "log start"
-			if r.Group != "" && r.Committed >= 0 {
-				from = fmt.Sprintf("%s@%d", r.Group, r.Committed)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, r.Source, from,
-				offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Error)
-		}
-		tw.Flush()
-		// Counting the records still waiting means reading the DLQ and its
-		// marks: too much for a lag scan, so say where that count is.
-		cfgArg := ""
-		if path != "" {
-			cfgArg = " -c " + shellWord(path)
-		}
-		fmt.Fprintf(w, "OFFSETS run from FROM to END: records already redriven or discarded and transaction markers included;\nthe records still waiting: kretry dlq stats%s --topic %s\n", cfgArg, source)
+		printDLQ(w, tw, s.DLQ, path)
 	}
 	sig.print(w)
 	if len(s.Errors) > 0 {
@@ -233,6 +199,58 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 			fmt.Fprintln(w, "  "+e)
 		}
 	}
+}
+
+// printGroups writes to tw the table of the consumer groups: state,
+// members, status and error.
+func printGroups(tw *tabwriter.Writer, groups []lag.GroupInfo) {
+	fmt.Fprintln(tw, "\nGROUP\tSTATE\tMEMBERS\tSTATUS\tERROR")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", g.Name, orDash(g.State), g.Members, g.Status, g.Error)
+	}
+	tw.Flush()
+}
+
+// printRows writes to tw the table of the groups' partitions: offsets,
+// lag (records), age and status.
+func printRows(tw *tabwriter.Writer, rows []lag.Row) {
+	fmt.Fprintln(tw, "\nGROUP\tTOPIC\tPARTITION\tSTAGE\tCOMMITTED\tLOG START\tEND\tLAG\tAGE\tSTATUS\tNOTE")
+	for _, r := range rows {
+		committed := "-"
+		if r.Committed >= 0 {
+			committed = fmt.Sprint(r.Committed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, orDash(r.Stage),
+			committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Status, note(r))
+	}
+	tw.Flush()
+}
+
+// printDLQ writes to tw the table of the DLQ partitions (rows, at least
+// one), then to w what its OFFSETS count and the command that counts the
+// records still waiting (with -c path when path is set).
+func printDLQ(w io.Writer, tw *tabwriter.Writer, rows []lag.Row, path string) {
+	fmt.Fprintln(tw, "\nDLQ\tPARTITION\tSOURCE\tFROM\tEND\tOFFSETS\tAGE\tNOTE")
+	source := rows[0].Source
+	for _, r := range rows {
+		if r.Source != source {
+			source = "SOURCE"
+		}
+		from := "log start"
+		if r.Group != "" && r.Committed >= 0 {
+			from = fmt.Sprintf("%s@%d", r.Group, r.Committed)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, r.Source, from,
+			offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Error)
+	}
+	tw.Flush()
+	// Counting the records still waiting means reading the DLQ and its
+	// marks: too much for a lag scan, so say where that count is.
+	cfgArg := ""
+	if path != "" {
+		cfgArg = " -c " + shellWord(path)
+	}
+	fmt.Fprintf(w, "OFFSETS run from FROM to END: records already redriven or discarded and transaction markers included;\nthe records still waiting: kretry dlq stats%s --topic %s\n", cfgArg, source)
 }
 
 // shellWord is s as one word a POSIX shell reads back as s: as it is when

@@ -56,14 +56,16 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	// The client's own logs only at error: an unreachable broker is
-	// reported once, below.
-	kc, err := sidecar.CommandClients(cfg, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
+	return release(ctx, cfg, t, []byte(*key), *partition, stdout, stderr)
+}
+
+// release writes the operator release of key to partition of t's parking
+// topic, or to every parking partition where key is parked when
+// partition is -1, saying on stdout where each went. It returns the
+// command's exit code, saying on stderr what failed.
+func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byte, partition int, stdout, stderr io.Writer) int {
+	kc, err := commandClients(ctx, cfg, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-		return exitFail
-	}
-	if err := kc.Ping(ctx); err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return exitFail
 	}
@@ -75,18 +77,18 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	parts, code := releasePartitions(cctx, kc, cl, t, []byte(*key), *partition, stderr)
+	parts, code := releasePartitions(cctx, kc, cl, t, key, partition, stderr)
 	if code != exitOK {
 		return code
 	}
 	for _, p := range parts {
-		r := parking.OperatorRelease(t.Parking.Topic, p, []byte(*key))
+		r := parking.OperatorRelease(t.Parking.Topic, p, key)
 		if err := cl.ProduceSync(cctx, r).FirstErr(); err != nil {
 			fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 			return exitFail
 		}
 		fmt.Fprintf(stdout, "release of key %q written to %s partition %d; the owner of that partition delivers its parked records\n",
-			*key, t.Parking.Topic, p)
+			key, t.Parking.Topic, p)
 	}
 	return exitOK
 }

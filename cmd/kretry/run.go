@@ -77,6 +77,21 @@ func loadConfig(c *command, path string, stderr io.Writer) (*config.Config, int)
 	return cfg, exitOK
 }
 
+// commandClients builds a command's Kafka clients of cfg and checks that
+// a broker answers. The clients' own logs go to stderr at error only: the
+// caller reports an unreachable broker once, in its own words, from the
+// returned error (CommandClients' or Ping's).
+func commandClients(ctx context.Context, cfg *config.Config, stderr io.Writer) (*sidecar.Clients, error) {
+	kc, err := sidecar.CommandClients(cfg, newLogger(config.Log{Level: "error", Format: "text"}, stderr))
+	if err != nil {
+		return nil, err
+	}
+	if err := kc.Ping(ctx); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }

@@ -121,12 +121,7 @@ const AppTimeout = time.Second
 // could not run at all (a port in use, a broker error); a run that lost
 // records returns a Report with OK false and a nil error.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if o.Records <= 0 {
-		o.Records = 2000
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 60 * time.Second
-	}
+	o.setDefaults()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -154,18 +149,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	started := make(chan *sidecar.Sidecar, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- sidecar.Run(sctx, cfg, sidecar.Options{Logger: log, Started: func(s *sidecar.Sidecar) { started <- s }})
-	}()
-	select {
-	case sc := <-started:
-		d.eng = sc.Engines[0]
-	case err := <-done:
+	done, err := d.startSidecar(ctx, sctx, cfg, log)
+	if done == nil {
 		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 	dlqCl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.ConsumeTopics(topic.DLQ.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
@@ -188,6 +174,38 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	return d.report(timedOut, topic.Retry.Topics), nil
+}
+
+// startSidecar runs kretry as cfg configures it until sctx ends, and
+// waits until its engine has its first assignment (d.eng is then set).
+// It returns the channel that receives Run's result once the engine has
+// started; else nil, with Run's result when Run ended first (nil when it
+// stopped cleanly while starting) or ctx's error when ctx ended first.
+func (d *demoRun) startSidecar(ctx, sctx context.Context, cfg *config.Config, log *slog.Logger) (<-chan error, error) {
+	started := make(chan *sidecar.Sidecar, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- sidecar.Run(sctx, cfg, sidecar.Options{Logger: log, Started: func(s *sidecar.Sidecar) { started <- s }})
+	}()
+	select {
+	case sc := <-started:
+		d.eng = sc.Engines[0]
+		return done, nil
+	case err := <-done:
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// setDefaults fills the unset Records (2000) and Timeout (60s).
+func (o *Options) setDefaults() {
+	if o.Records <= 0 {
+		o.Records = 2000
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
 }
 
 // demoConfig is the demo's sidecar config: the defaults, with the

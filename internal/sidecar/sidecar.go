@@ -10,16 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/engine"
@@ -79,73 +76,30 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 			err = nil
 		}
 	}()
-	createSource := int32(0)
-	if len(cfg.Kafka.Brokers) == 1 && cfg.Kafka.Brokers[0] == config.Embedded {
-		b, err := startEmbedded(cfg, log)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		s.Brokers, createSource = b.Addrs(), cfg.Embedded.Partitions
-	}
+	// Each step below pushes the stop of what it started: they run when
+	// Run returns, the last started first.
+	var stops stops
+	defer stops.run()
 
-	kc, err := NewClients(&cfg.Kafka, s.Brokers, log)
+	createSource, err := s.startBroker(cfg, &stops, log)
 	if err != nil {
 		return err
 	}
-	if err := kc.Ping(ctx); err != nil {
-		return err
-	}
-	clientOpts := kc.Opts() // the engines add their own options
-
-	d := o.Deliverer
-	if d == nil {
-		h, err := newHTTP(cfg)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		d = h
-	}
-
-	// Tracing: a span per delivery attempt (trace.go); the provider stops
-	// after the engines, so the last attempts' spans are exported.
-	tp, stopTracing, err := startTracing(ctx, cfg, o.TracerProvider, log)
+	kc, err := connect(ctx, cfg, s.Brokers, log)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	deps := engineDeps{clientOpts: kc.Opts(), createSource: createSource} // the engines add their own options
+	deps.deliverer, deps.tracer, err = startDelivery(ctx, cfg, o, &stops, log)
+	if err != nil {
+		return err
+	}
+	deps.obs, deps.deliverer, err = s.startEndpoints(ctx, cfg, kc, deps, &stops, log)
+	if err != nil {
+		return err
+	}
 
-	// Metrics: /metrics, the engines' Observer, the lag monitor (observe.go).
-	obs, err := newObservability(cfg, kc, log)
-	if err != nil {
-		return err
-	}
-	defer obs.close()
-	// One log line per change of the app's state, and its gauge (dependency.go).
-	health, target := withHealth(d, cfg, log)
-	if err := obs.watchDependency(target, health); err != nil {
-		return err
-	}
-	d = health
-	stopDLQMetrics, err := startDLQMetrics(ctx, cfg, obs, clientOpts, log) // dlqmetrics.go: waiting records, redrive results
-	if err != nil {
-		return err
-	}
-	defer stopDLQMetrics()
-
-	stopServing, err := s.serveMetrics(cfg, obs, log)
-	if err != nil {
-		return err
-	}
-	defer stopServing()
-	stopAdmin, err := startAdmin(ctx, cfg, clientOpts, log) // admin.go: DLQ admin API and page
-	if err != nil {
-		return err
-	}
-	defer stopAdmin()
-
-	defer func() {
+	stops.push(func() {
 		if !starting {
 			return
 		}
@@ -156,18 +110,13 @@ func Run(ctx context.Context, cfg *config.Config, o Options) (err error) {
 		for _, e := range s.Engines {
 			e.Close()
 		}
-	}()
-	for _, t := range cfg.Topics {
-		o := cfg.EngineOptions(&t)
-		o.Brokers, o.ClientOpts, o.CreateSource, o.Logger = s.Brokers, clientOpts, createSource, log
-		o.Deliverer = delivery.TraceDeliveries(d, tp, t.Group, *o.Statuses)
-		if err := s.addEngine(ctx, &t, o, cfg, obs, log); err != nil {
-			return err
-		}
+	})
+	if err := s.startEngines(ctx, cfg, deps, log); err != nil {
+		return err
 	}
 
 	starting = false
-	return s.run(ctx, cfg, obs, o.Started, log)
+	return s.run(ctx, cfg, deps.obs, o.Started, log)
 }
 
 // run runs the engines until ctx ends or one fails for good (it stops
@@ -205,76 +154,6 @@ func (s *Sidecar) run(ctx context.Context, cfg *config.Config, obs *observabilit
 		"in_flight", inFlight, "grace", cfg.App.Timeout)
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// startEmbedded starts the embedded broker of embedded.*.
-func startEmbedded(cfg *config.Config, log *slog.Logger) (*broker.Broker, error) {
-	b, err := broker.Start(broker.Config{
-		Listen:     cfg.Embedded.Listen,
-		ListenFrom: "embedded.listen",
-		DataDir:    cfg.Embedded.DataDir,
-		Partitions: cfg.Embedded.Partitions,
-		Logger:     log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("embedded broker started", "addr", b.Addrs()[0], "data_dir", cfg.Embedded.DataDir)
-	return b, nil
-}
-
-// newHTTP is the HTTP deliverer of app.*.
-func newHTTP(cfg *config.Config) (*delivery.HTTP, error) {
-	return delivery.NewHTTP(delivery.HTTPConfig{
-		URL:         cfg.App.URL,
-		Timeout:     cfg.App.Timeout,
-		MaxInFlight: cfg.App.MaxInFlight.Ceiling(),
-		CEType:      cfg.App.CEType,
-	})
-}
-
-// serveMetrics serves /metrics and the health endpoints on metrics.listen
-// (nothing when it is empty) until the returned stop is called.
-func (s *Sidecar) serveMetrics(cfg *config.Config, obs *observability, log *slog.Logger) (stop func(), err error) {
-	if cfg.Metrics.Listen == "" {
-		return func() {}, nil
-	}
-	ln, err := net.Listen("tcp", cfg.Metrics.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
-	}
-	srv := &http.Server{Handler: obs.handler(s.healthHandler()), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	log.Info("metrics and health endpoint listening", "addr", ln.Addr().String())
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}, nil
-}
-
-// addEngine builds topic t's engine from o with its overload gate, and
-// watches both in the metrics.
-func (s *Sidecar) addEngine(ctx context.Context, t *config.Topic, o engine.Options, cfg *config.Config, obs *observability, log *slog.Logger) error {
-	// The identity this engine fences with: two processes sharing it
-	// fence each other (README: Instance identity).
-	log.Info("engine identity", "topic", t.Name, "group", t.Group, "instance_id", o.InstanceID, "transactional_id", o.TransactionalID)
-	gate := cfg.OverloadGate(t, log) // pkg/config/engine.go; the gate's metrics and /readyz: overload.go
-	if err := obs.watchGate(t.Group, t.Name, gate); err != nil {
-		return err
-	}
-	s.gates = append(s.gates, gated{topic: t.Name, gate: gate})
-	o.Observer, o.Overload = obs.observer(), gate
-	e, err := engine.New(ctx, o)
-	if err != nil {
-		return fmt.Errorf("topic %q: %w", t.Name, err)
-	}
-	s.Engines = append(s.Engines, e)
-	for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
-		log.Warn(w, "topic", t.Name)
-	}
-	obs.watchEngine(t.Group, t.Name, e)
-	return nil
 }
 
 // withAuthHint adds to an engine's authentication failure what to check.

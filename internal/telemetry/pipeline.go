@@ -128,19 +128,7 @@ func NewPipeline(mp metric.MeterProvider) (*Pipeline, error) {
 		return nil, err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		p.mu.Lock()
-		engines := slices.Clone(p.engines)
-		p.mu.Unlock()
-		for _, e := range engines {
-			for _, x := range []struct {
-				g  metric.Int64ObservableGauge
-				fn func() int64
-			}{{inFlight, e.g.InFlight}, {blocked, e.g.BlockedKeys}, {parked, e.g.ParkedRecords}} {
-				if x.fn != nil {
-					o.ObserveInt64(x.g, x.fn(), e.set)
-				}
-			}
-		}
+		p.observeEngines(o, inFlight, blocked, parked)
 		return nil
 	}, inFlight, blocked, parked)
 	if err != nil {
@@ -148,6 +136,25 @@ func NewPipeline(mp metric.MeterProvider) (*Pipeline, error) {
 	}
 	p.reg = reg
 	return p, nil
+}
+
+// observeEngines observes into o, for each engine ObserveEngine watches,
+// its deliveries in flight, blocked keys and parked records (the gauges
+// it has a func for).
+func (p *Pipeline) observeEngines(o metric.Observer, inFlight, blocked, parked metric.Int64ObservableGauge) {
+	p.mu.Lock()
+	engines := slices.Clone(p.engines)
+	p.mu.Unlock()
+	for _, e := range engines {
+		for _, x := range []struct {
+			g  metric.Int64ObservableGauge
+			fn func() int64
+		}{{inFlight, e.g.InFlight}, {blocked, e.g.BlockedKeys}, {parked, e.g.ParkedRecords}} {
+			if x.fn != nil {
+				o.ObserveInt64(x.g, x.fn(), e.set)
+			}
+		}
+	}
 }
 
 // ObserveEngine reports an engine's live state under its group and source

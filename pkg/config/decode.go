@@ -115,9 +115,6 @@ func numberToIntHook(from, to reflect.Type, data any) (any, error) {
 // `topics[0].retry.tiers[1]: "5x" is not a duration`.
 func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 	var out []error
-	add := func(path, msg string) {
-		out = append(out, &FieldError{Path: path, Msg: msg, Env: envs.find(dottedPath(path))})
-	}
 	var walk func(error)
 	walk = func(err error) {
 		switch e := err.(type) {
@@ -131,52 +128,7 @@ func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 				walk(inner)
 				return
 			}
-			name := e.Name()
-			if name == rootName {
-				// mapstructure v2.5.0 names the root by its type in
-				// "has invalid keys" (v2.4.0 left it empty).
-				name = ""
-			}
-			var (
-				ve *valueError
-				pe *mapstructure.ParseError
-				ue *mapstructure.UnconvertibleTypeError
-			)
-			switch {
-			case strings.HasPrefix(inner.Error(), "has invalid keys: "):
-				keys, valid := unknownKeys(raw, name, inner.Error())
-				for _, k := range keys {
-					path := joinPath(name, k)
-					msg := "unknown key"
-					if m := closest(k, valid); m != "" {
-						if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
-							m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
-						} else {
-							m = strconv.Quote(m)
-						}
-						msg += ", did you mean " + m + "?"
-					}
-					add(path, msg)
-				}
-			case strings.HasPrefix(inner.Error(), "expected a map or struct, got "):
-				got := "a " + strings.Trim(strings.TrimPrefix(inner.Error(), "expected a map or struct, got "), `"`)
-				if v, ok := rawAt(raw, name); ok {
-					got = valueNoun(v)
-				}
-				add(name, "expected a mapping, got "+got)
-			case errors.As(inner, &ve):
-				add(name, ve.Error())
-			case errors.As(inner, &pe):
-				msg := "is not " + typeNoun(pe.Expected.Type())
-				if errors.Is(pe.Err, strconv.ErrRange) {
-					msg = "is out of range"
-				}
-				add(name, fmt.Sprintf("%q %s", fmt.Sprint(pe.Value), msg))
-			case errors.As(inner, &ue):
-				add(name, fmt.Sprintf("expected %s, got %s", typeNoun(ue.Expected.Type()), valueNoun(ue.Value)))
-			default:
-				add(name, inner.Error())
-			}
+			out = append(out, fieldErrors(e.Name(), inner, raw, envs)...)
 		case interface{ Unwrap() []error }:
 			for _, x := range e.Unwrap() {
 				walk(x)
@@ -191,6 +143,72 @@ func decodeErrors(err error, raw map[string]any, envs envPaths) []error {
 	}
 	walk(err)
 	return out
+}
+
+// fieldErrors are the *FieldErrors of inner, a decode failure (not a tree
+// of them) at the field mapstructure names name: one per unknown key, or
+// one for the field.
+func fieldErrors(name string, inner error, raw map[string]any, envs envPaths) []error {
+	if name == rootName {
+		// mapstructure v2.5.0 names the root by its type in
+		// "has invalid keys" (v2.4.0 left it empty).
+		name = ""
+	}
+	if strings.HasPrefix(inner.Error(), "has invalid keys: ") {
+		return unknownKeyErrors(raw, name, inner.Error(), envs)
+	}
+	return []error{envs.fieldError(name, decodeMsg(raw, name, inner))}
+}
+
+// unknownKeyErrors are the "unknown key" errors of msg, mapstructure's
+// "has invalid keys: ..." at the mapping at name, each suggesting the
+// closest valid key (spelt as the environment variable when one set it).
+func unknownKeyErrors(raw map[string]any, name, msg string, envs envPaths) []error {
+	var out []error
+	keys, valid := unknownKeys(raw, name, msg)
+	for _, k := range keys {
+		path := joinPath(name, k)
+		msg := "unknown key"
+		if m := closest(k, valid); m != "" {
+			if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
+				m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
+			} else {
+				m = strconv.Quote(m)
+			}
+			msg += ", did you mean " + m + "?"
+		}
+		out = append(out, envs.fieldError(path, msg))
+	}
+	return out
+}
+
+// decodeMsg is what a *FieldError says of inner, the failure to decode
+// the field at name: the expected and the found type or value.
+func decodeMsg(raw map[string]any, name string, inner error) string {
+	var (
+		ve *valueError
+		pe *mapstructure.ParseError
+		ue *mapstructure.UnconvertibleTypeError
+	)
+	switch {
+	case strings.HasPrefix(inner.Error(), "expected a map or struct, got "):
+		got := "a " + strings.Trim(strings.TrimPrefix(inner.Error(), "expected a map or struct, got "), `"`)
+		if v, ok := rawAt(raw, name); ok {
+			got = valueNoun(v)
+		}
+		return "expected a mapping, got " + got
+	case errors.As(inner, &ve):
+		return ve.Error()
+	case errors.As(inner, &pe):
+		msg := "is not " + typeNoun(pe.Expected.Type())
+		if errors.Is(pe.Err, strconv.ErrRange) {
+			msg = "is out of range"
+		}
+		return fmt.Sprintf("%q %s", fmt.Sprint(pe.Value), msg)
+	case errors.As(inner, &ue):
+		return fmt.Sprintf("expected %s, got %s", typeNoun(ue.Expected.Type()), valueNoun(ue.Value))
+	}
+	return inner.Error()
 }
 
 func joinPath(parent, key string) string {

@@ -176,6 +176,12 @@ func displayPath(dotted string) string {
 	return b.String()
 }
 
+// fieldError is the *FieldError msg at path, naming the environment
+// variable that set path, if one did.
+func (e envPaths) fieldError(path, msg string) error {
+	return &FieldError{Path: path, Msg: msg, Env: e.find(dottedPath(path))}
+}
+
 // annotate adds the environment variable to each *FieldError in a join.
 func annotate(err error, envs envPaths) error {
 	if len(envs) == 0 {

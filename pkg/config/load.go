@@ -203,43 +203,14 @@ func Load(path string) (*Config, error) {
 // that did decode. A YAML syntax error is returned alone, as a
 // *SyntaxError ("parse YAML: line N: …").
 func Parse(yamlBytes []byte, environ []string) (*Config, error) {
-	ko := koanf.New(".")
-	if err := ko.Load(rawbytes.Provider(yamlBytes), yaml.Parser()); err != nil {
-		return nil, syntaxError(yamlBytes, err)
-	}
-
-	envs := make(envPaths)
-	if len(environ) > 0 {
-		p := env.Provider(".", env.Opt{
-			Prefix:        EnvPrefix,
-			TransformFunc: envs.transform,
-			EnvironFunc:   func() []string { return environ },
-		})
-		if err := ko.Load(p, nil, koanf.WithMergeFunc(envs.merge)); err != nil {
-			return nil, err
-		}
+	ko, envs, err := load(yamlBytes, environ)
+	if err != nil {
+		return nil, err
 	}
 
 	c := Default()
 	raw := ko.Raw()
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		TagName: "koanf",
-		// koanf's default decoder ignores keys it does not know; a typo
-		// must fail instead.
-		ErrorUnused: true,
-		// Environment values are strings: "8" must decode into an int.
-		WeaklyTypedInput: true,
-		// Keys match exactly: "URL" is not "url".
-		MatchName: func(key, field string) bool { return key == field },
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			stringToSliceHook,
-			stringToDurationHook,
-			inFlightNumberHook, // before inFlightHook, which gives auto as -1
-			inFlightHook,
-			numberToIntHook,
-		),
-		Result: c,
-	})
+	dec, err := newDecoder(c)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +236,54 @@ func Parse(yamlBytes []byte, environ []string) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// load merges the YAML document yamlBytes and the KRETRY_ overrides in
+// environ into one koanf tree. It returns the tree and the koanf path of
+// each override, a *SyntaxError when the YAML does not parse, and the
+// overrides' merge errors.
+func load(yamlBytes []byte, environ []string) (*koanf.Koanf, envPaths, error) {
+	ko := koanf.New(".")
+	if err := ko.Load(rawbytes.Provider(yamlBytes), yaml.Parser()); err != nil {
+		return nil, nil, syntaxError(yamlBytes, err)
+	}
+
+	envs := make(envPaths)
+	if len(environ) > 0 {
+		p := env.Provider(".", env.Opt{
+			Prefix:        EnvPrefix,
+			TransformFunc: envs.transform,
+			EnvironFunc:   func() []string { return environ },
+		})
+		if err := ko.Load(p, nil, koanf.WithMergeFunc(envs.merge)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ko, envs, nil
+}
+
+// newDecoder is the strict decoder of a koanf tree into c: unknown keys
+// are errors, names match exactly, and strings, durations and
+// app.max_in_flight decode through the hooks.
+func newDecoder(c *Config) (*mapstructure.Decoder, error) {
+	return mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		TagName: "koanf",
+		// koanf's default decoder ignores keys it does not know; a typo
+		// must fail instead.
+		ErrorUnused: true,
+		// Environment values are strings: "8" must decode into an int.
+		WeaklyTypedInput: true,
+		// Keys match exactly: "URL" is not "url".
+		MatchName: func(key, field string) bool { return key == field },
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			stringToSliceHook,
+			stringToDurationHook,
+			inFlightNumberHook, // before inFlightHook, which gives auto as -1
+			inFlightHook,
+			numberToIntHook,
+		),
+		Result: c,
+	})
 }
 
 func unwrapJoin(err error) []error {

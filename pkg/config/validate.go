@@ -198,36 +198,12 @@ func (v *validator) oneOf(path, val string, allowed ...string) {
 }
 
 func (v *validator) kafka(k *Kafka) {
-	switch {
-	case len(k.Brokers) == 0:
-		v.add("kafka.brokers", "at least one broker address (or %q) is required", Embedded)
-	case len(k.Brokers) > 1 && slices.Contains(k.Brokers, Embedded):
-		var addrs []string
-		for _, b := range k.Brokers {
-			if b != Embedded {
-				addrs = append(addrs, strconv.Quote(b))
-			}
-		}
-		v.add("kafka.brokers", "%q cannot be mixed with broker addresses (%s)", Embedded, strings.Join(addrs, ", "))
-	}
-	for i, b := range k.Brokers {
-		if b != Embedded {
-			v.hostPort(fmt.Sprintf("kafka.brokers[%d]", i), b, true)
-		}
-	}
+	v.brokers(k.Brokers)
 	if k.TransactionalID == "" {
 		v.add("kafka.transactional_id", "required: every move is a Kafka transaction")
 	}
 	if id := k.InstanceID; id != "" {
-		for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
-			if r >= utf8.RuneSelf || !instanceIDChar(byte(r)) {
-				v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
-				break
-			}
-		}
-		if len(id) > MaxInstanceIDLen {
-			v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), MaxInstanceIDLen)
-		}
+		v.instanceID(id)
 	}
 	if k.SessionTimeout < time.Second {
 		v.add("kafka.session_timeout", "%q must be at least 1s", fmtDuration(k.SessionTimeout))
@@ -235,29 +211,75 @@ func (v *validator) kafka(k *Kafka) {
 	if k.FetchMaxWait < MinFetchMaxWait {
 		v.add("kafka.fetch_max_wait", "%q must be at least %s", fmtDuration(k.FetchMaxWait), fmtDuration(MinFetchMaxWait))
 	}
+	v.sasl(&k.SASL)
+	v.tls(&k.TLS)
+}
 
-	switch k.SASL.Mechanism {
+// brokers checks kafka.brokers: at least one, each a host:port, or
+// [embedded] alone.
+func (v *validator) brokers(brokers []string) {
+	switch {
+	case len(brokers) == 0:
+		v.add("kafka.brokers", "at least one broker address (or %q) is required", Embedded)
+	case len(brokers) > 1 && slices.Contains(brokers, Embedded):
+		var addrs []string
+		for _, b := range brokers {
+			if b != Embedded {
+				addrs = append(addrs, strconv.Quote(b))
+			}
+		}
+		v.add("kafka.brokers", "%q cannot be mixed with broker addresses (%s)", Embedded, strings.Join(addrs, ", "))
+	}
+	for i, b := range brokers {
+		if b != Embedded {
+			v.hostPort(fmt.Sprintf("kafka.brokers[%d]", i), b, true)
+		}
+	}
+}
+
+// instanceID checks a set kafka.instance_id against Kafka's rule for
+// group.instance.id: its characters and its length.
+func (v *validator) instanceID(id string) {
+	for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
+		if r >= utf8.RuneSelf || !instanceIDChar(byte(r)) {
+			v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
+			break
+		}
+	}
+	if len(id) > MaxInstanceIDLen {
+		v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), MaxInstanceIDLen)
+	}
+}
+
+// sasl checks kafka.sasl: a known mechanism, with its username and
+// password.
+func (v *validator) sasl(s *SASL) {
+	switch s.Mechanism {
 	case "":
 	case "plain", "scram-sha-256", "scram-sha-512":
-		if k.SASL.Username == "" {
-			v.add("kafka.sasl.username", "required when kafka.sasl.mechanism is %q", k.SASL.Mechanism)
+		if s.Username == "" {
+			v.add("kafka.sasl.username", "required when kafka.sasl.mechanism is %q", s.Mechanism)
 		}
-		if k.SASL.Password == "" {
-			v.add("kafka.sasl.password", "required when kafka.sasl.mechanism is %q (set it with KRETRY_KAFKA__SASL__PASSWORD rather than in the file)", k.SASL.Mechanism)
+		if s.Password == "" {
+			v.add("kafka.sasl.password", "required when kafka.sasl.mechanism is %q (set it with KRETRY_KAFKA__SASL__PASSWORD rather than in the file)", s.Mechanism)
 		}
 	default:
-		v.add("kafka.sasl.mechanism", `%q must be one of "" (none), plain, scram-sha-256, scram-sha-512`, k.SASL.Mechanism)
+		v.add("kafka.sasl.mechanism", `%q must be one of "" (none), plain, scram-sha-256, scram-sha-512`, s.Mechanism)
 	}
+}
 
+// tls checks kafka.tls: each file set exists, is not a directory and goes
+// with kafka.tls.enabled, and a certificate comes with its key.
+func (v *validator) tls(t *TLS) {
 	files := []struct{ key, path string }{
-		{"ca_file", k.TLS.CAFile}, {"cert_file", k.TLS.CertFile}, {"key_file", k.TLS.KeyFile},
+		{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile},
 	}
 	for _, f := range files {
 		if f.path == "" {
 			continue
 		}
 		path := "kafka.tls." + f.key
-		if !k.TLS.Enabled {
+		if !t.Enabled {
 			v.add(path, "%q is set but kafka.tls.enabled is false", f.path)
 		}
 		switch st, err := os.Stat(f.path); {
@@ -269,10 +291,10 @@ func (v *validator) kafka(k *Kafka) {
 			v.add(path, "%q is a directory", f.path)
 		}
 	}
-	if k.TLS.CertFile != "" && k.TLS.KeyFile == "" {
+	if t.CertFile != "" && t.KeyFile == "" {
 		v.add("kafka.tls.key_file", "required when kafka.tls.cert_file is set")
 	}
-	if k.TLS.KeyFile != "" && k.TLS.CertFile == "" {
+	if t.KeyFile != "" && t.CertFile == "" {
 		v.add("kafka.tls.cert_file", "required when kafka.tls.key_file is set")
 	}
 }
