@@ -32,7 +32,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stop()
 
 	e.log.Info("consuming", "tiers", len(e.plan.Tiers), "dlq", e.plan.DLQ, "ordering", e.opts.Ordering, "partitions", e.topics.Partitions)
-	go e.loadProducerID(hard)
+	go e.loadProducerID(hard, e.sess.Client())
 	e.lastCommit = time.Now()
 	for {
 		if ctx.Err() != nil {
@@ -128,10 +128,13 @@ func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 // open under our transactional id, so the assignment's OffsetFetch
 // (fetched.go) is not held by it. An error here is left to the first
 // transaction, which loads the ID again and reports it.
-func (e *Engine) loadProducerID(ctx context.Context) {
+//
+// cl is the session's client when Run started: a session reset replaces
+// e.sess, and the old client's load then ends with its Close.
+func (e *Engine) loadProducerID(ctx context.Context, cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, _, err := e.sess.Client().ProducerID(ctx); err != nil && ctx.Err() == nil {
+	if _, _, err := cl.ProducerID(ctx); err != nil && ctx.Err() == nil {
 		e.log.Debug("loading the producer id before the first transaction", "err", err)
 	}
 }
