@@ -21,6 +21,8 @@ type answer struct {
 type delivered struct {
 	msg    *delivery.Message
 	status int
+	at     time.Time
+	from   string // the request's "from" query parameter: who delivered it, where the test says
 }
 
 // testApp is the application kretry delivers to: it decodes every request
@@ -78,7 +80,7 @@ func (a *testApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ans := a.decide(m)
 	a.mu.Lock()
-	a.got = append(a.got, delivered{msg: m, status: ans.status})
+	a.got = append(a.got, delivered{msg: m, status: ans.status, at: time.Now(), from: r.URL.Query().Get("from")})
 	if ans.status >= 200 && ans.status <= 299 {
 		a.acked[m.ID]++
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,6 +234,9 @@ func (f *faultRun) run() faultReport {
 		t.Errorf("instance 0 exited %d after SIGTERM, want 0", code)
 	}
 	f.watch.stop()
+	if n, _ := f.order.Violations(); n > 0 {
+		f.explainOrder()
+	}
 	return f.report(drained)
 }
 
@@ -242,8 +246,10 @@ func (f *faultRun) run() faultReport {
 // membership) and aborts what it left open (same transactional id).
 func (f *faultRun) startInstance(i int) {
 	f.starts[i]++
-	env := []string{"KRETRY_KAFKA__INSTANCE_ID=fault-" + strconv.Itoa(i)}
-	f.insts[i] = startKretryEnv(f.t, fmt.Sprintf("kretry#%d.%d", i, f.starts[i]), env, "run", "-c", f.cfg)
+	name := fmt.Sprintf("kretry#%d.%d", i, f.starts[i])
+	env := []string{"KRETRY_KAFKA__INSTANCE_ID=fault-" + strconv.Itoa(i),
+		"KRETRY_APP__URL=" + f.app.url() + "?from=" + url.QueryEscape(name)}
+	f.insts[i] = startKretryEnv(f.t, name, env, "run", "-c", f.cfg)
 }
 
 // killInstance waits for some deliveries, kills slot i with SIGKILL at a

@@ -1,6 +1,9 @@
 package check
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Order checks DESIGN.md invariant 3 from the application's side: per key,
 // records are acknowledged in source order. Records of a key that were
@@ -16,6 +19,7 @@ type Order struct {
 	bad      int               // violations
 	examples []string          // up to 10 descriptions
 	next     map[string]int    // key → next position to hand out
+	violated []string          // keys with a violation, in the order found
 }
 
 // NewOrder returns an empty Order.
@@ -48,6 +52,9 @@ func (o *Order) Acked(id string) {
 	o.acked[id] = true
 	if s := o.seq[id]; s < o.last[k] {
 		o.bad++
+		if !slices.Contains(o.violated, k) {
+			o.violated = append(o.violated, k)
+		}
 		if len(o.examples) < 10 {
 			o.examples = append(o.examples, "key "+k+": "+id+" acknowledged after a later record")
 		}
@@ -62,4 +69,11 @@ func (o *Order) Violations() (int, []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.bad, append([]string(nil), o.examples...)
+}
+
+// ViolatedKeys returns the keys that had a violation, in the order found.
+func (o *Order) ViolatedKeys() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.violated)
 }
