@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/topicread"
 )
 
 // leaseKey is the key of lease records on the marks topic.
@@ -87,7 +89,7 @@ func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 	}
 	// Claims written after our read and before ours came first.
 	held := map[string]Lease{}
-	err = consumeTo(ctx, rd, topic, map[int32]int64{0: res.Offset + 1}, onLease(func(l Lease) {
+	err = topicread.To(ctx, rd, topic, map[int32]int64{0: res.Offset + 1}, onLease(func(l Lease) {
 		if l.State == leaseHeld {
 			held[l.Holder] = l
 		} else {
@@ -144,7 +146,7 @@ func (c *Client) heldLeases(ctx context.Context, topic string) (*kgo.Client, []L
 	}
 	var held []Lease
 	if end > 0 {
-		if err := consumeTo(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) {
+		if err := topicread.To(ctx, rd, topic, map[int32]int64{0: end}, onLease(func(l Lease) {
 			held = slices.DeleteFunc(held, func(h Lease) bool { return h.Holder == l.Holder })
 			if l.State == leaseHeld {
 				held = append(held, l)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/topicread"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -264,7 +265,7 @@ func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn
 		return nil, nil, err
 	}
 	defer rd.Close()
-	return ends, starts, consumeTo(ctx, rd, topic, left, fn)
+	return ends, starts, topicread.To(ctx, rd, topic, left, fn)
 }
 
 // exists asks the brokers, past the metadata cache, whether topic exists.
@@ -299,51 +300,4 @@ func (c *Client) waitEnds(ctx context.Context, topic string, list func(context.C
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// readStall bounds a read that makes no progress: the records below a last
-// stable offset are there to be fetched, so a read this long without any is
-// a broker problem, not an end.
-const readStall = 30 * time.Second
-
-// consumeTo polls rd until every partition in left reached its end.
-func consumeTo(ctx context.Context, rd *kgo.Client, topic string, left map[int32]int64, fn func(*kgo.Record)) error {
-	last := time.Now()
-	for len(left) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := rd.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && ferr == nil {
-				ferr = fmt.Errorf("reading %s partition %d: %w", topic, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			n++
-			if !r.Attrs.IsControl() {
-				fn(r)
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-		if n > 0 {
-			last = time.Now()
-		} else if time.Since(last) > readStall {
-			return fmt.Errorf("reading %s: no record for %s while partitions %v are not read to their end", topic, readStall, left)
-		}
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/internal/sidecar"
+	"github.com/kretry/kretry/internal/topicread"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/config"
 )
@@ -164,57 +166,55 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 }
 
 // findParked returns the parking partitions holding records or ops of key
-// past the group's committed offsets. cl is the command's client; the
-// reader of the parking topic is a second client from kc (same TLS, SASL
-// and seed brokers), as it consumes.
+// past the group's committed offsets, read up to each partition's last
+// stable offset when called. cl is the command's client; the reader of the
+// parking topic is a second client from kc (same TLS, SASL and seed
+// brokers), as it consumes.
 func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) ([]int32, error) {
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(ctx, t.Group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return nil, fmt.Errorf("reading the committed offsets of group %q: %w", t.Group, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, t.Parking.Topic)
+	ends, err := adm.ListCommittedOffsets(ctx, t.Parking.Topic)
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", t.Parking.Topic, err)
 	}
-	start := map[int32]kgo.Offset{}
+	start, left := map[int32]kgo.Offset{}, map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		from := int64(0)
 		if c, ok := offs.Lookup(t.Parking.Topic, o.Partition); ok && c.At > 0 {
 			from = c.At
 		}
 		if from < o.Offset {
-			start[o.Partition] = kgo.NewOffset().At(from)
+			start[o.Partition], left[o.Partition] = kgo.NewOffset().At(from), o.Offset
 		}
 	})
 	if len(start) == 0 {
 		return nil, nil
 	}
 	rd, err := kc.New(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.Parking.Topic: start}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
 	found := map[int32]bool{}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		fs := rd.PollFetches(pctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			if string(r.Key) == string(key) {
-				found[r.Partition] = true
-			}
-		})
-		if n == 0 || ctx.Err() != nil {
-			break
+	err = topicread.To(ctx, rd, t.Parking.Topic, left, func(r *kgo.Record) {
+		if string(r.Key) == string(key) {
+			found[r.Partition] = true
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []int32
 	for p := range found {
 		out = append(out, p)
 	}
+	slices.Sort(out)
 	return out, nil
 }
