@@ -147,7 +147,7 @@ func (e *Engine) start(l *lane, ticket overload.Ticket) {
 		if !e.needAbort.Load() {
 			e.startReady()
 		}
-		early := e.settled >= e.opts.MaxPending/2
+		early := e.commitSoon
 		e.mu.Unlock()
 		if early {
 			e.wake() // a commit is due

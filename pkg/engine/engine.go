@@ -148,9 +148,8 @@ type Engine struct {
 	lastEnd    time.Time
 	// leave: Run stopped cleanly, so a static member leaves the group.
 	leave bool
-	// settled counts entries settled since the last transaction; a commit
-	// is due early when it reaches MaxPending/2.
-	settled int
+	// commitSoon: a transaction is due before CommitInterval (see settle).
+	commitSoon bool
 	// barrierDue: newly assigned partitions wait for their barrier; write it
 	// at once rather than at the next CommitInterval.
 	barrierDue bool

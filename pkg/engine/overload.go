@@ -173,10 +173,7 @@ func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
 		g.Expired(e.expiredAction())
 	}
 	e.warnOnce("expired", "records older than max_age are not delivered", "max_age", e.opts.MaxAge.String(), "on_expired", e.expiredAction(), "first_id", en.origin.ID())
-	en.settled = true
-	if en.q.stage != parkStage {
-		e.settled++
-	}
+	e.settle(en)
 	if e.parking() && l.keyed {
 		e.afterDelivery(l, en, route)
 	}

@@ -84,8 +84,7 @@ func (e *Engine) park(l *lane, en *entry) {
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
 		Group: e.opts.Group, Source: e.plan.Source, From: en.q.topic, To: e.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
-	en.settled = true
-	e.settled++
+	e.settle(en)
 	l.park.Park()
 	e.stats.ParkedRecords.Add(1)
 	e.syncBlocked(l)

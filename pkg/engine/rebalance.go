@@ -92,7 +92,7 @@ func (e *Engine) resetLocked() {
 	e.wake()
 	e.shards = map[int32]*shard{}
 	e.ready, e.retryReady = nil, nil
-	e.settled = 0
+	e.commitSoon = false
 	e.loose, e.looseAfter = nil, nil
 }
 

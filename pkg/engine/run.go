@@ -72,7 +72,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.ingest(fetches.Records())
 		e.dispatch(time.Now())
 		var tx *txn
-		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.settled >= e.opts.MaxPending/2 || e.barrierDue {
+		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.commitSoon || e.barrierDue {
 			e.barrierDue = false
 			tx = e.prepare()
 		}

@@ -45,6 +45,9 @@ type queue struct {
 	topic   string
 	stage   int // 0 source, i tier i, parkStage
 	entries []*entry
+	// settledHead counts the leading entries known settled: the prefix the
+	// next transaction commits past (see settle).
+	settledHead int
 	// due is, for a tier, its entries not yet handed to their lanes, with
 	// their due times.
 	due retrytopics.Schedule[*entry]

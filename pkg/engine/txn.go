@@ -37,7 +37,7 @@ type txn struct {
 // is nothing new.
 func (e *Engine) prepare() *txn {
 	e.lastCommit = time.Now()
-	e.settled = 0
+	e.commitSoon = false
 	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}, fetched: e.fetched}
 	take := func(en *entry) {
 		if en.moved {
@@ -74,6 +74,7 @@ func (e *Engine) prepare() *txn {
 				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
 				clear(q.entries[:n]) // the backing array must not keep them alive
 				q.entries = q.entries[n:]
+				q.settledHead = 0
 				tx.records += n
 				advanced = true
 			}
