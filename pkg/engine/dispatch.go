@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/kretry/kretry/overload"
@@ -13,7 +14,7 @@ import (
 )
 
 // This file decides which deliveries may start now (startReady) and runs
-// them (start, deliverSafely). startReady is the one place where a
+// them (begin, run, deliver). startReady is the one place where a
 // delivery starts: a policy that may refuse or delay a start (the overload
 // gate: breaker, retry budget, rate limit) plugs in there, and pauses
 // partitions through updatePauses (pauses.go).
@@ -39,15 +40,27 @@ func (e *Engine) dispatch(now time.Time) {
 		}
 		e.updatePauses(sh, now)
 	}
-	e.startReady()
+	e.startReady(false)
 }
 
 // startReady starts deliveries of ready lanes while in-flight slots are
 // free. A finished delivery calls it (not dispatch: its cost must not grow
-// with the partitions), so a freed slot is used at once.
-func (e *Engine) startReady() {
+// with the partitions), so a freed slot is used at once; with reuse, the
+// first delivery started is returned for the caller's goroutine to run
+// instead of a new one (see run), and the others get goroutines.
+func (e *Engine) startReady(reuse bool) (next *result) {
 	if e.stopping {
-		return
+		return nil
+	}
+	begin := func(l *lane, t overload.Ticket) {
+		r := e.begin(l, t)
+		switch {
+		case r == nil:
+		case reuse && next == nil:
+			next = r
+		default:
+			go e.run(r)
+		}
 	}
 	// Retries go first, up to their share, so a backlog of first attempts
 	// cannot make them late; first attempts take every slot left, and at
@@ -59,15 +72,16 @@ func (e *Engine) startReady() {
 		if !ok {
 			break
 		}
-		e.start(l, t)
+		begin(l, t)
 	}
 	for len(e.ready) > 0 && e.inflight < e.opts.MaxInFlight {
 		l, t, ok := e.take(&e.ready, now) // overload gate
 		if !ok {
 			break
 		}
-		e.start(l, t)
+		begin(l, t)
 	}
+	return next
 }
 
 // nextDue returns the earliest due time of a tier record not yet handed to
@@ -98,14 +112,18 @@ type result struct {
 	msg   *delivery.Message
 	// ticket is the delivery's admission by Options.Overload.
 	ticket overload.Ticket // overload gate
+	// claimed: the delivery's answer, or its abandonment (see deliver),
+	// has been taken; whichever comes second is ignored.
+	claimed atomic.Bool
 }
 
-// start delivers the next entry of lane l, admitted by ticket (overload
-// gate; zero without one).
-func (e *Engine) start(l *lane, ticket overload.Ticket) {
+// begin takes the next entry of lane l into delivery, admitted by ticket
+// (overload gate; zero without one), and returns it for run; nil when the
+// lane has nothing to deliver. e.mu is held.
+func (e *Engine) begin(l *lane, ticket overload.Ticket) *result {
 	l.queued = false
 	if l.running != nil || len(l.wait) == 0 {
-		return
+		return nil
 	}
 	en := popFront(&l.wait)
 	l.running = en
@@ -129,69 +147,90 @@ func (e *Engine) start(l *lane, ticket overload.Ticket) {
 	}
 	setRedrive(m, o) // redrive
 	en.started = time.Since(monoStart)
-	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket}
 	e.deliveries.Add(1)
 	e.stats.InFlight.Add(1)
-	go func() {
-		defer e.deliveries.Done()
-		ctx, cancel := context.WithTimeout(e.hard, e.opts.DeliveryTimeout)
-		start := time.Now()
-		r.err = e.deliverSafely(ctx, m)
-		r.took = time.Since(start)
-		cancel()
-		e.stats.InFlight.Add(-1)
-		// Apply the result and start the next deliveries right here: going
-		// through the poll loop would leave the slot idle for a loop turn.
-		e.mu.Lock()
-		e.apply(r)
-		if !e.needAbort.Load() {
-			e.startReady()
-		}
-		early := e.commitSoon
-		e.mu.Unlock()
-		if early {
-			e.wake() // a commit is due
-		}
-	}()
+	return &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket}
+}
+
+// run delivers r on the calling goroutine, then each delivery that r's
+// result hands it (startReady with reuse): a goroutine per delivery cost a
+// goroutine start and stack growth per record (issue 10's CPU per record).
+// It returns when no delivery is handed over, or when a hung handler's
+// delivery was abandoned.
+func (e *Engine) run(r *result) {
+	for r != nil {
+		r = e.deliver(r)
+	}
+}
+
+// deliver runs one delivery. The handler is called on this goroutine; a
+// panic becomes ErrHandlerPanic (transient) instead of a crash of the
+// process, and a handler that has not returned abandonAfter past its
+// context's end is abandoned as a timeout: a timer frees its slot and its
+// late answer is ignored. It returns the next delivery for this
+// goroutine, or nil.
+func (e *Engine) deliver(r *result) *result {
+	ctx, cancel := context.WithTimeout(e.hard, e.opts.DeliveryTimeout)
+	defer cancel()
+	stop := func() bool { return true }
+	if !delivery.BoundByContext(e.opts.Deliverer) {
+		// net/http ends a request when its context ends (delivery.HTTP, and
+		// wrappers of it such as delivery.Health): no watchdog there.
+		stop = context.AfterFunc(ctx, func() { time.AfterFunc(abandonAfter, func() { e.abandon(r) }) })
+	}
+	start := time.Now()
+	err := e.callSafely(ctx, r.msg)
+	stop()
+	if !r.claimed.CompareAndSwap(false, true) {
+		return nil // abandoned: the answer came too late
+	}
+	r.err, r.took = err, time.Since(start)
+	return e.finish(r, true)
+}
+
+// abandon ends r as a timeout if its handler has not returned.
+func (e *Engine) abandon(r *result) {
+	if !r.claimed.CompareAndSwap(false, true) {
+		return
+	}
+	e.warnOnce("hung", "a delivery did not return after its context ended (the handler ignores its context?); treating it as a timeout", "id", r.msg.ID)
+	r.err = fmt.Errorf("delivery of %s abandoned: %w", r.msg.ID, context.DeadlineExceeded)
+	r.took = time.Since(monoStart) - r.en.started
+	e.finish(r, false)
+}
+
+// finish applies r's result and starts the next deliveries right here:
+// going through the poll loop would leave the slot idle for a loop turn.
+// With reuse the first of them is returned for the caller to run.
+func (e *Engine) finish(r *result, reuse bool) (next *result) {
+	e.stats.InFlight.Add(-1)
+	e.mu.Lock()
+	e.apply(r)
+	if !e.needAbort.Load() {
+		next = e.startReady(reuse)
+	}
+	early := e.commitSoon
+	e.mu.Unlock()
+	e.deliveries.Done()
+	if early {
+		e.wake() // a commit is due
+	}
+	return next
 }
 
 // ErrHandlerPanic wraps the value of a delivery that panicked; it is
 // classified as transient.
 var ErrHandlerPanic = errors.New("handler panicked")
 
-// deliverSafely delivers m, turning a panic of the handler into an error
-// (transient) instead of a crash of the process, and a handler that does
-// not return once ctx is done into a timeout: its slot is freed and its
-// late answer is ignored.
-func (e *Engine) deliverSafely(ctx context.Context, m *delivery.Message) error {
-	if delivery.BoundByContext(e.opts.Deliverer) {
-		// net/http ends a request when its context ends (delivery.HTTP, and
-		// wrappers of it such as delivery.Health): no watchdog goroutine
-		// needed (it would cost one more goroutine per record).
-		return e.opts.Deliverer.Deliver(ctx, m)
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				done <- fmt.Errorf("%w: %v", ErrHandlerPanic, v)
-			}
-		}()
-		done <- e.opts.Deliverer.Deliver(ctx, m)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(abandonAfter):
-			e.warnOnce("hung", "a delivery did not return after its context ended (the handler ignores its context?); treating it as a timeout", "id", m.ID)
-			return fmt.Errorf("delivery of %s abandoned: %w", m.ID, context.DeadlineExceeded)
+// callSafely calls the deliverer, turning a panic into ErrHandlerPanic.
+func (e *Engine) callSafely(ctx context.Context, m *delivery.Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.warnOnce("panic", "the delivery handler panicked; treating it as a transient failure", "id", m.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, v)
 		}
-	}
+	}()
+	return e.opts.Deliverer.Deliver(ctx, m)
 }
 
 // abandonAfter is how long a delivery may run past its deadline before its

@@ -69,9 +69,10 @@
 //
 // One goroutine, the loop (Run), polls, ingests, dispatches, tells the
 // client which partitions to pause or resume and runs each transaction.
-// Each delivery runs in a goroutine of its own, which on return applies its
-// result and starts the next deliveries at once, so that a freed slot does
-// not wait for a loop turn. The rebalance callbacks run on franz-go's
+// Deliveries run on goroutines of their own, at most MaxInFlight at once:
+// one that ends applies its result and starts the next deliveries at once,
+// running the first of them itself, so that a freed slot waits for no loop
+// turn and a backlog does not start a goroutine per record. The rebalance callbacks run on franz-go's
 // goroutine and drop the state. All of them share the engine's state under
 // one mutex (Engine.mu); no Kafka client call is made under it: pauses and
 // resumes are queued and applied by the loop alone (applyPauses, so they
