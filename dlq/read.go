@@ -241,31 +241,13 @@ func (c *Client) readTopic(ctx context.Context, topic string, committed bool, fn
 		return nil, nil, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
 	}
 	ends, starts = map[int32]int64{}, map[int32]int64{}
-	from := map[int32]kgo.Offset{}
-	left := map[int32]int64{}
 	listed.Each(func(o kadm.ListedOffset) {
 		ends[o.Partition], starts[o.Partition] = o.Offset, o.Offset
 		if s, ok := listedStarts.Lookup(topic, o.Partition); ok && s.Offset <= o.Offset {
 			starts[o.Partition] = s.Offset
-			if s.Offset < o.Offset {
-				from[o.Partition], left[o.Partition] = kgo.NewOffset().At(s.Offset), o.Offset
-			}
 		}
 	})
-	if len(from) == 0 {
-		return ends, starts, nil
-	}
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rd.Close()
-	return ends, starts, topicread.To(ctx, rd, topic, left, fn)
+	return ends, starts, topicread.Range(ctx, c.opts, topic, committed, starts, ends, fn)
 }
 
 // exists asks the brokers, past the metadata cache, whether topic exists.

@@ -183,27 +183,15 @@ func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *con
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", t.Parking.Topic, err)
 	}
-	start, left := map[int32]kgo.Offset{}, map[int32]int64{}
+	from, end := map[int32]int64{}, map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		from := int64(0)
+		from[o.Partition], end[o.Partition] = 0, o.Offset
 		if c, ok := offs.Lookup(t.Parking.Topic, o.Partition); ok && c.At > 0 {
-			from = c.At
-		}
-		if from < o.Offset {
-			start[o.Partition], left[o.Partition] = kgo.NewOffset().At(from), o.Offset
+			from[o.Partition] = c.At
 		}
 	})
-	if len(start) == 0 {
-		return nil, nil
-	}
-	rd, err := kc.New(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.Parking.Topic: start}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
 	found := map[int32]bool{}
-	err = topicread.To(ctx, rd, t.Parking.Topic, left, func(r *kgo.Record) {
+	err = topicread.Range(ctx, kc.Opts(), t.Parking.Topic, true, from, end, func(r *kgo.Record) {
 		if string(r.Key) == string(key) {
 			found[r.Partition] = true
 		}

@@ -9,10 +9,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Range reads topic's partitions from from[p] (inclusive) to ends[p]
+// (exclusive) with a reader made from opts (the caller's TLS, SASL and
+// seed brokers), calling fn with each data record. committed reads
+// read_committed, where ends are last stable offsets; otherwise
+// read_uncommitted, to high watermarks. Partitions without a from, or
+// with from at or past their end, are not read. Errors are To's, or the
+// reader's construction.
+func Range(ctx context.Context, opts []kgo.Opt, topic string, committed bool, from, ends map[int32]int64, fn func(*kgo.Record)) error {
+	start, left := map[int32]kgo.Offset{}, map[int32]int64{}
+	for p, f := range from {
+		if end, ok := ends[p]; ok && f < end {
+			start[p], left[p] = kgo.NewOffset().At(f), end
+		}
+	}
+	if len(start) == 0 {
+		return nil
+	}
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
+	rd, err := kgo.NewClient(append(slices.Clone(opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))...)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	return To(ctx, rd, topic, left, fn)
+}
 
 // Stall bounds a read that makes no progress: the records below an end
 // offset listed by the broker are there to be fetched, so a read this long
