@@ -33,7 +33,8 @@ type Topics struct {
 // the source's partition count and the source's max.message.bytes plus
 // StageHeadroom, so a record that fit the source still fits every stage. When the source is
 // missing, Ensure creates it with createSource partitions if createSource is
-// positive (the embedded broker) and returns ErrNoSource otherwise. An
+// positive (the embedded broker) and otherwise returns ErrNoSource once it
+// has looked again for SourceGrace. An
 // existing stage with another partition count yields ErrPartitionMismatch
 // with both counts in the message. extra names further topics to treat like
 // the tiers (the parking topic, once it exists).
@@ -65,17 +66,19 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 }
 
 // ensureSource lists all (the source first) and creates the source with
-// createSource partitions when it is missing (ErrNoSource when
-// createSource is 0).
+// createSource partitions when it is missing. When createSource is 0 it
+// looks again for SourceGrace (lookAgain) before ErrNoSource.
 func ensureSource(ctx context.Context, adm *kadm.Client, source string, createSource int32, all []string) (kadm.TopicDetails, error) {
 	details, err := adm.ListTopics(ctx, all...)
 	if err != nil {
 		return nil, fmt.Errorf("listing topics %v: %w", all, err)
 	}
-	if !details.Has(source) {
-		if createSource <= 0 {
-			return nil, fmt.Errorf("%w: %q (create it, or check the topics[].name spelling)", ErrNoSource, source)
+	if !details.Has(source) && createSource <= 0 {
+		if details, err = lookAgain(ctx, adm, source, all); err != nil {
+			return nil, err
 		}
+	}
+	if !details.Has(source) {
 		if _, err := adm.CreateTopic(ctx, createSource, -1, nil, source); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil, fmt.Errorf("creating source topic %q: %w", source, err)
 		}
@@ -91,6 +94,37 @@ func ensureSource(ctx context.Context, adm *kadm.Client, source string, createSo
 		return nil, fmt.Errorf("source topic %q: %w", source, err)
 	}
 	return details, nil
+}
+
+// SourceGrace bounds how long Ensure looks again for a source topic that a
+// broker reported missing before it returns ErrNoSource. Each Kafka broker
+// applies topic creations from the KRaft metadata log on its own schedule,
+// so one broker can answer Metadata without a topic that another already
+// serves: CI saw a topic created, its partitions served, and a start 0.6 s
+// later refused because the broker it asked did not know the topic yet.
+const SourceGrace = 3 * time.Second
+
+// lookAgain lists all past kgo's metadata cache every 250 ms until the
+// source appears or SourceGrace has passed, and returns the last listing
+// (ErrNoSource, naming the source and what to change, when it never
+// appears).
+func lookAgain(ctx context.Context, adm *kadm.Client, source string, all []string) (kadm.TopicDetails, error) {
+	deadline := time.Now().Add(SourceGrace)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("looking for source topic %q: %w", source, context.Cause(ctx))
+		case <-time.After(250 * time.Millisecond):
+		}
+		details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), all...)
+		if err != nil {
+			return nil, fmt.Errorf("listing topics %v: %w", all, err)
+		}
+		if details.Has(source) {
+			return details, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q, looked for %v (create it, or check the topics[].name spelling)", ErrNoSource, source, SourceGrace)
 }
 
 // sourceLimits is the source's max.message.bytes and retention (Kafka's

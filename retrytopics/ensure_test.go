@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,5 +262,55 @@ func checkCreateSource(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 	// An existing source is kept: createSource does not recreate it.
 	if got, err = retrytopics.Ensure(ctx, adm, p, 7); err != nil || got.Partitions != 2 {
 		t.Errorf("Ensure with the source in place = %+v, %v; want 2 partitions", got, err)
+	}
+}
+
+// TestEnsureWaitsForASourceABrokerDoesNotKnowYet: a broker that has not yet
+// applied a topic's creation answers Metadata without it, and Ensure must
+// look again rather than refuse the start. The topic is created only after
+// Ensure's first listing has seen it missing.
+func TestEnsureWaitsForASourceABrokerDoesNotKnowYet(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	listed := make(chan struct{})
+	var once sync.Once
+	b.Cluster().ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		for _, rt := range kr.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == "orders" {
+				once.Do(func() { close(listed) }) // this listing goes on and finds no source
+				return nil, nil, false
+			}
+		}
+		b.Cluster().KeepControl()
+		return nil, nil, false
+	})
+	created := make(chan error, 1)
+	go func() {
+		<-listed
+		_, err := adm.CreateTopic(ctx, 2, -1, nil, "orders")
+		created <- err
+	}()
+
+	got, err := retrytopics.Ensure(ctx, adm, ensurePlan(), 0)
+	if err != nil {
+		t.Fatalf("Ensure with the source created after its first listing: %v; want it found", err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if got.Partitions != 2 {
+		t.Errorf("Partitions = %d, want the source's 2", got.Partitions)
 	}
 }
