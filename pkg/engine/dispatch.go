@@ -115,6 +115,11 @@ type result struct {
 	// claimed: the delivery's answer, or its abandonment (see deliver),
 	// has been taken; whichever comes second is ignored.
 	claimed atomic.Bool
+	// ctx is the delivery's context, its cohort's (deadline.go); prev and
+	// next link the cohort's running deliveries (e.mu guards them).
+	ctx        context.Context
+	cohort     *cohort
+	prev, next *result
 }
 
 // begin takes the next entry of lane l into delivery, admitted by ticket
@@ -146,10 +151,13 @@ func (e *Engine) begin(l *lane, ticket overload.Ticket) *result {
 		GapAfter:  en.gapAfter,
 	}
 	setRedrive(m, o) // redrive
-	en.started = time.Since(monoStart)
+	now := time.Now()
+	en.started = now.Sub(monoStart)
 	e.deliveries.Add(1)
 	e.stats.InFlight.Add(1)
-	return &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket}
+	r := &result{gen: e.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket}
+	e.deadlines.join(r, now)
+	return r
 }
 
 // run delivers r on the calling goroutine, then each delivery that r's
@@ -163,29 +171,34 @@ func (e *Engine) run(r *result) {
 	}
 }
 
-// deliver runs one delivery. The handler is called on this goroutine; a
-// panic becomes ErrHandlerPanic (transient) instead of a crash of the
-// process, and a handler that has not returned abandonAfter past its
-// context's end is abandoned as a timeout: a timer frees its slot and its
-// late answer is ignored. It returns the next delivery for this
-// goroutine, or nil.
+// deliver runs one delivery. The handler is called on this goroutine with
+// r's context (DeliveryTimeout, and up to maxDeadlineSlack more; see
+// deadline.go); a panic becomes ErrHandlerPanic (transient) instead of a
+// crash of the process, and a handler that has not returned abandonAfter
+// past its context's end is abandoned as a timeout by abandonHung: its
+// slot is freed and its late answer ignored. It returns the next delivery
+// for this goroutine, or nil.
 func (e *Engine) deliver(r *result) *result {
-	ctx, cancel := context.WithTimeout(e.hard, e.opts.DeliveryTimeout)
-	defer cancel()
-	stop := func() bool { return true }
-	if !delivery.BoundByContext(e.opts.Deliverer) {
-		// net/http ends a request when its context ends (delivery.HTTP, and
-		// wrappers of it such as delivery.Health): no watchdog there.
-		stop = context.AfterFunc(ctx, func() { time.AfterFunc(abandonAfter, func() { e.abandon(r) }) })
-	}
 	start := time.Now()
-	err := e.callSafely(ctx, r.msg)
-	stop()
+	err := e.callSafely(r.ctx, r.msg)
 	if !r.claimed.CompareAndSwap(false, true) {
 		return nil // abandoned: the answer came too late
 	}
 	r.err, r.took = err, time.Since(start)
 	return e.finish(r, true)
+}
+
+// abandonHung is the watchdog: called abandonAfter after cohort c's
+// context ended, it abandons c's deliveries still running. Deliverers
+// bound by their context have none: net/http ends a request when its
+// context ends (delivery.HTTP, and wrappers of it such as delivery.Health).
+func (e *Engine) abandonHung(c *cohort) {
+	e.mu.Lock()
+	hung := c.stillRunning()
+	e.mu.Unlock()
+	for _, r := range hung {
+		e.abandon(r)
+	}
 }
 
 // abandon ends r as a timeout if its handler has not returned.
@@ -205,6 +218,7 @@ func (e *Engine) abandon(r *result) {
 func (e *Engine) finish(r *result, reuse bool) (next *result) {
 	e.stats.InFlight.Add(-1)
 	e.mu.Lock()
+	e.deadlines.leave(r)
 	e.apply(r)
 	if !e.needAbort.Load() {
 		next = e.startReady(reuse)

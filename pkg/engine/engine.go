@@ -174,6 +174,7 @@ type Engine struct {
 	deliveries  sync.WaitGroup
 	needAbort   atomic.Bool // a rebalance happened: end an empty transaction first
 	hard        context.Context
+	deadlines   *deadlines // the deliveries' contexts; e.mu guards it
 	wakeMu      sync.Mutex
 	pollCancel  context.CancelFunc
 	woken       bool

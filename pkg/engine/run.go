@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/delivery"
 )
 
 // This file is the loop: poll → ingest → dispatch → commit, and the
@@ -24,6 +26,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()
 	e.hard = hard
+	var hung func(*cohort)
+	if !delivery.BoundByContext(e.opts.Deliverer) {
+		hung = e.abandonHung
+	}
+	e.deadlines = newDeadlines(hard, e.opts.DeliveryTimeout, hung)
 	stop := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(e.opts.ShutdownGrace, hardCancel)
 		context.AfterFunc(hard, func() { t.Stop() })
