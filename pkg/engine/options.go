@@ -59,7 +59,11 @@ type Options struct {
 	RetryShare float64
 	// DeliveryTimeout bounds one delivery (default
 	// flow.DefaultDeliveryTimeout, 10s). The HTTP deliverer
-	// has its own; this one also bounds in-process handlers.
+	// has its own; this one also bounds in-process handlers. The handler's
+	// context ends at most min(DeliveryTimeout/100, 10ms) later, never
+	// earlier: deliveries starting that close together share one context
+	// (deadline.go). A handler that ignores its context is abandoned as a
+	// timeout 100ms after it ends.
 	DeliveryTimeout time.Duration
 	// FetchMaxWait bounds how long a fetch waits for data (default
 	// flow.DefaultFetchMaxWait, 50ms),
