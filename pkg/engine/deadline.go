@@ -26,6 +26,10 @@ type cohort struct {
 	ctx     context.Context
 	until   time.Time // deliveries starting before until join this cohort
 	running *result
+	// release ends ctx and drops its watchdog: called once no delivery
+	// can join (a newer cohort is current) and none runs, so a cohort
+	// does not outlive its deliveries by up to DeliveryTimeout.
+	release func()
 }
 
 // deadlines hands out cohorts; e.mu guards it.
@@ -48,15 +52,19 @@ func newDeadlines(parent context.Context, timeout time.Duration, ended func(*coh
 func (d *deadlines) join(r *result, now time.Time) {
 	c := d.cur
 	if c == nil || !now.Before(c.until) {
+		if c != nil && c.running == nil {
+			c.release()
+		}
 		c = &cohort{until: now.Add(d.slack)}
 		ctx, cancel := context.WithDeadline(d.parent, c.until.Add(d.timeout))
 		c.ctx = ctx
-		context.AfterFunc(ctx, func() {
+		stop := context.AfterFunc(ctx, func() {
 			cancel()
 			if d.ended != nil {
 				time.AfterFunc(abandonAfter, func() { d.ended(c) })
 			}
 		})
+		c.release = func() { stop(); cancel() }
 		d.cur = c
 	}
 	r.cohort, r.ctx = c, c.ctx
@@ -67,7 +75,8 @@ func (d *deadlines) join(r *result, now time.Time) {
 	c.running = r
 }
 
-// leave takes r off its cohort's running list.
+// leave takes r off its cohort's running list, and releases the cohort
+// when r was the last delivery it will have.
 func (d *deadlines) leave(r *result) {
 	c := r.cohort
 	if r.prev != nil {
@@ -79,6 +88,9 @@ func (d *deadlines) leave(r *result) {
 		r.next.prev = r.prev
 	}
 	r.prev, r.next = nil, nil
+	if c.running == nil && c != d.cur {
+		c.release()
+	}
 }
 
 // stillRunning lists c's deliveries not finished.

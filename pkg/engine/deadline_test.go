@@ -111,3 +111,42 @@ func TestDeadlinesEndWithTheParent(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadlinesReleaseFinishedCohorts: a cohort that no delivery can join
+// any more and none runs ends at once, without its watchdog, rather than
+// living until its deadline (with DeliveryTimeout 1h, one cohort per 10ms
+// of traffic would otherwise stay for an hour: hundreds of MB).
+func TestDeadlinesReleaseFinishedCohorts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var called atomic.Int32
+		d := newDeadlines(t.Context(), time.Hour, func(*cohort) { called.Add(1) })
+		first, second, third := &result{}, &result{}, &result{}
+		d.join(first, time.Now())
+		d.leave(first) // still current: stays, a delivery may join it
+		if first.ctx.Err() != nil {
+			t.Fatalf("the current cohort ended when its only delivery left: %v", first.ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+		d.join(second, time.Now()) // a newer cohort: the first, empty, ends
+		synctest.Wait()
+		if first.ctx.Err() != context.Canceled {
+			t.Errorf("the empty first cohort, no longer current: %v, want Canceled", first.ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+		d.join(third, time.Now()) // the second still runs: it stays
+		synctest.Wait()
+		if second.ctx.Err() != nil {
+			t.Errorf("the second cohort ended with a delivery running: %v", second.ctx.Err())
+		}
+		d.leave(second) // its last delivery leaves: it ends
+		synctest.Wait()
+		if second.ctx.Err() != context.Canceled {
+			t.Errorf("the second cohort after its last delivery left: %v, want Canceled", second.ctx.Err())
+		}
+		time.Sleep(abandonAfter + time.Millisecond)
+		synctest.Wait()
+		if n := called.Load(); n != 0 {
+			t.Errorf("watchdog called %d times for released cohorts, want 0", n)
+		}
+	})
+}
