@@ -21,6 +21,14 @@ import (
 // which Ensure must never rely on) and returns an admin client on it.
 func newAdmin(t *testing.T) (context.Context, *kadm.Client, *kgo.Client) {
 	t.Helper()
+	ctx, adm, cl, _ := newBrokerAdmin(t)
+	return ctx, adm, cl
+}
+
+// newBrokerAdmin is newAdmin that also returns the broker, for tests that
+// intercept its requests.
+func newBrokerAdmin(t *testing.T) (context.Context, *kadm.Client, *kgo.Client, *broker.Broker) {
+	t.Helper()
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +41,7 @@ func newAdmin(t *testing.T) (context.Context, *kadm.Client, *kgo.Client) {
 	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return ctx, kadm.NewClient(cl), cl
+	return ctx, kadm.NewClient(cl), cl, b
 }
 
 func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, partitions int32, maxBytes int) {
@@ -214,9 +222,13 @@ func TestEnsureMissingSource(t *testing.T) {
 	p := ensurePlan()
 	all := []string{"orders", "orders.retry.1m", "orders.retry.10m", "orders.dlq"}
 
+	t0 := time.Now()
 	got, err := retrytopics.Ensure(ctx, adm, p, 0)
 	if !errors.Is(err, retrytopics.ErrNoSource) {
 		t.Fatalf("Ensure = %+v, %v; want ErrNoSource", got, err)
+	}
+	if took := time.Since(t0); took < retrytopics.SourceGrace || took > retrytopics.SourceGrace+time.Second {
+		t.Errorf("ErrNoSource after %v, want after about SourceGrace %v", took, retrytopics.SourceGrace)
 	}
 	if !strings.Contains(err.Error(), `"orders"`) {
 		t.Errorf("error %q does not name the source", err)
@@ -270,19 +282,7 @@ func checkCreateSource(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 // look again rather than refuse the start. The topic is created only after
 // Ensure's first listing has seen it missing.
 func TestEnsureWaitsForASourceABrokerDoesNotKnowYet(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, adm, cl, b := newBrokerAdmin(t)
 
 	listed := make(chan struct{})
 	var once sync.Once
@@ -312,5 +312,10 @@ func TestEnsureWaitsForASourceABrokerDoesNotKnowYet(t *testing.T) {
 	}
 	if got.Partitions != 2 {
 		t.Errorf("Partitions = %d, want the source's 2", got.Partitions)
+	}
+	for topic, n := range partitions(ctx, t, cl, "orders.retry.1m", "orders.retry.10m", "orders.dlq") {
+		if n != 2 {
+			t.Errorf("%s: %d partitions, want the source's 2", topic, n)
+		}
 	}
 }

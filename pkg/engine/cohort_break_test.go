@@ -62,17 +62,6 @@ func (a *hungApp) numAcked() int {
 	return len(a.acks)
 }
 
-func cohortWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestCohortHungAbandonedExactlyOnce: N hung handlers, several cohorts,
 // MaxInFlight larger than N: each is abandoned once (Failed == N), moved to
 // the tier once (Retried == N), acknowledged once there (Delivered == N),
@@ -88,21 +77,16 @@ func TestCohortHungAbandonedExactlyOnce(t *testing.T) {
 			o.DeliveryTimeout = dt
 			o.ShutdownGrace = time.Second
 			eng, _ := e.start(o)
-			var recs []*kgo.Record
-			for i := range n {
-				r := rec(fmt.Sprint("k", i), fmt.Sprint("v", i))
-				r.Partition = int32(i % 4)
-				recs = append(recs, r)
-			}
+			recs := spread(n, 4)
 			// two bursts, so there are at least two cohorts
 			e.produce(recs[:n/2]...)
 			time.Sleep(30 * time.Millisecond)
 			e.produce(recs[n/2:]...)
-			cohortWait(t, 15*time.Second, "all retried records acked", func() bool { return app.numAcked() == n })
-			cohortWait(t, 5*time.Second, "InFlight 0", func() bool { return eng.stats.InFlight.Load() == 0 })
-			cohortWait(t, 5*time.Second, "Retried committed", func() bool { return eng.stats.Retried[0].Load() == n })
+			waitFor(t, "all retried records acked", 15*time.Second, func() bool { return app.numAcked() == n })
+			waitFor(t, "InFlight 0", 5*time.Second, func() bool { return eng.stats.InFlight.Load() == 0 })
+			waitFor(t, "Retried committed", 5*time.Second, func() bool { return eng.stats.Retried[0].Load() == n })
 			app.free()
-			cohortWait(t, 5*time.Second, "hung handlers returned", func() bool { return app.returned.Load() == app.started.Load() })
+			waitFor(t, "hung handlers returned", 5*time.Second, func() bool { return app.returned.Load() == app.started.Load() })
 			time.Sleep(100 * time.Millisecond) // let any wrongly applied late answer land
 			if f, d, r := eng.stats.Failed.Load(), eng.stats.Delivered.Load(), eng.stats.Retried[0].Load(); f != n || d != n || r != n {
 				t.Errorf("DeliveryTimeout %v: Failed %d Delivered %d Retried %d, want %d each", dt, f, d, r, n)
@@ -149,18 +133,12 @@ func TestCohortAnswerAtTheAbandonMoment(t *testing.T) {
 	o.MaxInFlight = 1000
 	o.DeliveryTimeout = 50 * time.Millisecond
 	eng, _ := e.start(o)
-	var recs []*kgo.Record
-	for i := range n {
-		r := rec(fmt.Sprint("k", i), fmt.Sprint("v", i))
-		r.Partition = int32(i % 4)
-		recs = append(recs, r)
-	}
-	e.produce(recs...)
+	e.produce(spread(n, 4)...)
 	// every record ends: acked on attempt 1 (calls 1) or on attempt 2 (calls 2)
-	cohortWait(t, 15*time.Second, "every record delivered", func() bool {
+	waitFor(t, "every record delivered", 15*time.Second, func() bool {
 		return eng.stats.Delivered.Load() >= n && eng.stats.InFlight.Load() == 0
 	})
-	cohortWait(t, 5*time.Second, "retries committed", func() bool {
+	waitFor(t, "retries committed", 5*time.Second, func() bool {
 		return eng.stats.Retried[0].Load() == eng.stats.Failed.Load()
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -194,14 +172,8 @@ func TestCohortShutdownHungNothingLost(t *testing.T) {
 	o.DeliveryTimeout = time.Hour
 	o.ShutdownGrace = 300 * time.Millisecond
 	eng, stop, _, _ := e.launch(o)
-	var recs []*kgo.Record
-	for i := range n {
-		r := rec(fmt.Sprint("k", i), fmt.Sprint("v", i))
-		r.Partition = int32(i % 4)
-		recs = append(recs, r)
-	}
-	e.produce(recs...)
-	cohortWait(t, 15*time.Second, "all hung", func() bool { return app.started.Load() == n })
+	e.produce(spread(n, 4)...)
+	waitFor(t, "all hung", 15*time.Second, func() bool { return app.started.Load() == n })
 	t0 := time.Now()
 	stop()
 	if took := time.Since(t0); took > o.ShutdownGrace+time.Second+500*time.Millisecond {
@@ -219,7 +191,7 @@ func TestCohortShutdownHungNothingLost(t *testing.T) {
 	o2 := e.options(app2)
 	o2.TransactionalID += "-2"
 	e.start(o2)
-	cohortWait(t, 15*time.Second, "every record redelivered", func() bool { return app2.numAcked() == n })
+	waitFor(t, "every record redelivered", 15*time.Second, func() bool { return app2.numAcked() == n })
 }
 
 // TestCohortRebalanceWhileHung: a second member joins while the first's
@@ -232,20 +204,14 @@ func TestCohortRebalanceWhileHung(t *testing.T) {
 	o.MaxInFlight = 1000
 	o.DeliveryTimeout = 300 * time.Millisecond
 	e.start(o)
-	var recs []*kgo.Record
-	for i := range n {
-		r := rec(fmt.Sprint("k", i), fmt.Sprint("v", i))
-		r.Partition = int32(i % 4)
-		recs = append(recs, r)
-	}
-	e.produce(recs...)
-	cohortWait(t, 15*time.Second, "some hung", func() bool { return app.started.Load() >= n/2 })
+	e.produce(spread(n, 4)...)
+	waitFor(t, "some hung", 15*time.Second, func() bool { return app.started.Load() >= n/2 })
 	o2 := e.options(app)
 	o2.TransactionalID += "-2"
 	o2.MaxInFlight = 1000
 	o2.DeliveryTimeout = 300 * time.Millisecond
 	e.start(o2)
-	cohortWait(t, 20*time.Second, "every record acked from the tier", func() bool { return app.numAcked() == n })
+	waitFor(t, "every record acked from the tier", 20*time.Second, func() bool { return app.numAcked() == n })
 }
 
 // TestCohortKeyOrderWithHungHandlers: OrderingKey; the first record of each
@@ -277,7 +243,7 @@ func TestCohortKeyOrderWithHungHandlers(t *testing.T) {
 		}
 	}
 	e.produce(recs...)
-	cohortWait(t, 20*time.Second, "every record acked", func() bool { return e.app.numAcked() == len(recs) })
+	waitFor(t, "every record acked", 20*time.Second, func() bool { return e.app.numAcked() == len(recs) })
 	once.Do(func() { close(release) })
 	time.Sleep(200 * time.Millisecond)
 	for _, k := range keys {
@@ -297,4 +263,16 @@ func TestCohortKeyOrderWithHungHandlers(t *testing.T) {
 	if f := eng.stats.Failed.Load(); f != int64(len(keys)) {
 		t.Errorf("Failed %d, want %d (one abandonment per key)", f, len(keys))
 	}
+}
+
+// spread is n records of keys k0…k(n-1), values v0…v(n-1), round-robin over
+// partitions 0…parts-1.
+func spread(n, parts int) []*kgo.Record {
+	var recs []*kgo.Record
+	for i := range n {
+		r := rec(fmt.Sprint("k", i), fmt.Sprint("v", i))
+		r.Partition = int32(i % parts)
+		recs = append(recs, r)
+	}
+	return recs
 }
