@@ -80,7 +80,9 @@
 // and ended with the lock released, its after-commit bookkeeping taken
 // under it again. A reset (rebalance, failed transaction) bumps a
 // generation: the result of a delivery started before it is discarded and
-// its record is delivered again.
+// its record is delivered again. Deliveries that start within 10ms share
+// one deadline context, and one timer per such cohort abandons those of its
+// handlers that ignore the context (deadline.go).
 package engine
 
 import (
