@@ -29,7 +29,7 @@ import (
 // and the transactions bounded the throughput (issue 10). Parking entries
 // are settled by their own rules (see prepare) and make no transaction
 // due.
-func (e *Engine) settle(en *entry) {
+func (c *core) settle(en *entry) {
 	en.settled = true
 	q := en.q
 	if q.stage == parkStage {
@@ -38,48 +38,48 @@ func (e *Engine) settle(en *entry) {
 	for q.settledHead < len(q.entries) && q.entries[q.settledHead].settled {
 		q.settledHead++
 	}
-	if q.settledHead >= e.opts.MaxPending/2 {
-		e.commitSoon = true
+	if q.settledHead >= c.opts.MaxPending/2 {
+		c.commitSoon = true
 	}
 }
 
 // apply routes one finished delivery.
-func (e *Engine) apply(r *result) {
-	verdict := e.gateDone(r) // overload gate
-	e.inflight--
+func (c *core) apply(r *result) {
+	verdict := c.gateDone(r) // overload gate
+	c.inflight--
 	if r.retry {
-		e.retrying--
+		c.retrying--
 	}
-	if r.gen != e.gen {
+	if r.gen != c.gen {
 		return // its shard was dropped; the record is delivered again
 	}
 	l, en := r.lane, r.en
 	l.running = nil
-	if r.err != nil && e.hard.Err() != nil {
+	if r.err != nil && c.hard.Err() != nil {
 		return // abandoned at shutdown: left uncommitted
 	}
 	stage := en.q.stage
 	ev := DeliveryEvent{
-		Group: e.opts.Group, Topic: en.q.topic, Partition: en.q.p, Source: e.plan.Source,
+		Group: c.opts.Group, Topic: en.q.topic, Partition: en.q.p, Source: c.plan.Source,
 		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
 	}
 	var v *delivery.Verdict
 	if r.err != nil {
-		vv := delivery.Classify(r.err, *e.opts.Statuses)
+		vv := delivery.Classify(r.err, *c.opts.Statuses)
 		v = &vv
-		e.stats.Failed.Add(1)
+		c.stats.Failed.Add(1)
 		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
 		if vv.Unlisted {
-			e.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
+			c.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
 		}
 	} else {
-		e.stats.Delivered.Add(1)
+		c.stats.Delivered.Add(1)
 	}
-	e.obs.Delivered(ev)
+	c.obs.Delivered(ev)
 
-	route := e.plan.Route(routeStage(en), v, retrytopics.Jitter())
+	route := c.plan.Route(routeStage(en), v, retrytopics.Jitter())
 	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
-		e.hold(l, en)
+		c.hold(l, en)
 		return
 	}
 	now := time.Now()
@@ -88,26 +88,26 @@ func (e *Engine) apply(r *result) {
 		if route.Class == delivery.ClassExhausted {
 			f.Message = "retry tiers exhausted; last error: " + v.Message
 		}
-		e.addMove(en, route, f)
-		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+		c.addMove(en, route, f)
+		if last := en.moves[len(en.moves)-1].rec; c.tooLarge(last) {
 			// The record cannot be written to its next stage at all. It
 			// stays unsettled — never lost, never committed past — and
 			// holds its lane and its partition's commit until an operator
 			// raises the topic's max.message.bytes and restarts kretry.
 			en.moves = en.moves[:len(en.moves)-1]
 			l.running = en
-			e.stats.Stuck.Add(1)
-			e.log.Error("a record does not fit its next topic even with an empty error message; it holds its partition until max.message.bytes is raised there and kretry restarts",
-				"id", en.origin.ID(), "topic", last.Topic, "record_bytes", retrytopics.RecordSize(last), "max_message_bytes", e.topics.MaxBytes[last.Topic])
+			c.stats.Stuck.Add(1)
+			c.log.Error("a record does not fit its next topic even with an empty error message; it holds its partition until max.message.bytes is raised there and kretry restarts",
+				"id", en.origin.ID(), "topic", last.Topic, "record_bytes", retrytopics.RecordSize(last), "max_message_bytes", c.topics.MaxBytes[last.Topic])
 			return
 		}
 	}
-	e.settle(en)
-	if e.parking() && l.keyed {
-		e.afterDelivery(l, en, route)
+	c.settle(en)
+	if c.parking() && l.keyed {
+		c.afterDelivery(l, en, route)
 	}
-	e.markReady(l)
-	e.forget(l)
+	c.markReady(l)
+	c.forget(l)
 }
 
 // routeStage is the stage en is routed from: its stage, 0 for a parked
@@ -121,18 +121,18 @@ func routeStage(en *entry) int {
 }
 
 // addMove builds en's move for route.
-func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure) {
+func (c *core) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure) {
 	m := retrytopics.Move{
 		Origin:   *en.origin,
 		Key:      en.rec.Key,
 		Value:    en.rec.Value,
 		Topic:    route.Topic,
 		Failure:  f,
-		Group:    e.opts.Group,
+		Group:    c.opts.Group,
 		Version:  flow.Version,
-		MaxBytes: e.topics.MaxBytes[route.Topic],
+		MaxBytes: c.topics.MaxBytes[route.Topic],
 	}
-	ev := MoveEvent{Group: e.opts.Group, Source: e.plan.Source, From: en.q.topic, To: route.Topic, Class: string(route.Class)}
+	ev := MoveEvent{Group: c.opts.Group, Source: c.plan.Source, From: en.q.topic, To: route.Topic, Class: string(route.Class)}
 	switch route.Action {
 	case retrytopics.Retry:
 		m.Due = retrytopics.DueTime(f.At, route.Delay)
@@ -148,14 +148,14 @@ func (e *Engine) addMove(en *entry, route retrytopics.Route, f retrytopics.Failu
 }
 
 // tooLarge reports whether r exceeds its topic's max.message.bytes.
-func (e *Engine) tooLarge(r *kgo.Record) bool {
-	n := e.topics.MaxBytes[r.Topic]
+func (c *core) tooLarge(r *kgo.Record) bool {
+	n := c.topics.MaxBytes[r.Topic]
 	return n > 0 && retrytopics.RecordSize(r) > n
 }
 
 // forget drops an idle keyed lane so that the lane map stays bounded by the
 // keys in flight.
-func (e *Engine) forget(l *lane) {
+func (c *core) forget(l *lane) {
 	if l.keyed && l.idle() && !l.queued {
 		if cur, ok := l.sh.lanes[l.key]; ok && cur == l {
 			delete(l.sh.lanes, l.key)

@@ -54,7 +54,7 @@ func TestAuthFailingEpisodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &Engine{log: slog.New(slog.NewTextHandler(io.Discard, nil)), opts: Options{authLimit: authFailureLimit}}
+			e := &Engine{core: core{log: slog.New(slog.NewTextHandler(io.Discard, nil)), opts: Options{authLimit: authFailureLimit}}}
 			start := time.Unix(1_700_000_000, 0)
 			polls := slices.Clone(tc.polls)
 			slices.SortStableFunc(polls, func(a, b poll) int { return cmp.Compare(a.at, b.at) })

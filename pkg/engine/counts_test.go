@@ -17,14 +17,14 @@ import (
 	"github.com/kretry/kretry/retrytopics"
 )
 
-// sim drives a broker-free engine's state for one partition with ordering
-// key: records are ingested, delivered (with the outcome the test picks)
-// and committed by calling the loop's own steps, and what a transaction
-// writes to a tier or the parking topic is read back as the broker would
-// return it.
+// sim drives the engine's state core (core.go) for one partition with
+// ordering key and no broker: records are ingested, delivered (with the
+// outcome the test picks) and committed by calling the core's own steps,
+// and what a transaction writes to a tier or the parking topic is read
+// back as the broker would return it.
 type sim struct {
 	t    *testing.T
-	e    *Engine
+	c    *core
 	sh   *shard
 	logs map[string][]*kgo.Record // every record written, per topic
 	// fetched, when set, sees each record as it is ingested (a copy of
@@ -41,10 +41,10 @@ func newSim(t *testing.T, policy flow.OnDeadLetter) *sim {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{opts: o, plan: plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
+	e := &core{opts: o, plan: plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
 		shards: map[int32]*shard{}, topics: &retrytopics.Topics{}, hard: context.Background()}
 	e.stats.Retried = make([]atomic.Int64, len(plan.Tiers))
-	s := &sim{t: t, e: e, logs: map[string][]*kgo.Record{}}
+	s := &sim{t: t, c: e, logs: map[string][]*kgo.Record{}}
 	s.sh = e.shardFor(0)
 	s.read(e.barrierRecord(s.sh)) // restored from an empty parking partition
 	if s.sh.restoring {
@@ -62,7 +62,7 @@ func (s *sim) read(r *kgo.Record) {
 	if s.fetched != nil {
 		s.fetched(&f)
 	}
-	s.e.ingest([]*kgo.Record{&f})
+	s.c.ingest([]*kgo.Record{&f})
 }
 
 // reassign drops the state, as a rebalance does, and takes the partition
@@ -73,14 +73,14 @@ func (s *sim) reassign() {
 	for topic, q := range s.sh.queues {
 		from[topic] = q.commit.Offset // 0 when nothing was committed
 	}
-	s.e.resetLocked()
-	s.sh = s.e.shardFor(0)
-	park := s.e.opts.ParkingTopic
-	s.e.ingest(s.logs[park][from[park]:])
-	s.read(s.e.barrierRecord(s.sh))
+	s.c.reset()
+	s.sh = s.c.shardFor(0)
+	park := s.c.opts.ParkingTopic
+	s.c.ingest(s.logs[park][from[park]:])
+	s.read(s.c.barrierRecord(s.sh))
 	for topic, q := range s.sh.queues {
 		if q != s.sh.park {
-			s.e.ingest(s.logs[topic][from[topic]:])
+			s.c.ingest(s.logs[topic][from[topic]:])
 		}
 	}
 }
@@ -113,24 +113,24 @@ func (s *sim) deliverNext(l *lane, err error) {
 	l.wait = l.wait[1:]
 	l.running, l.queued = en, false
 	retry := en.q.stage != 0
-	s.e.inflight++
+	s.c.inflight++
 	if retry {
-		s.e.retrying++
+		s.c.retrying++
 	}
-	s.e.apply(&result{gen: s.e.gen, lane: l, en: en, retry: retry, err: err,
+	s.c.apply(&result{gen: s.c.gen, lane: l, en: en, retry: retry, err: err,
 		msg: &delivery.Message{Attempt: attemptOf(en.origin.Attempts)}})
 }
 
 // commit runs a transaction's bookkeeping and reads back what it wrote to
 // the tier and the parking topic.
 func (s *sim) commit() {
-	tx := s.e.prepare()
+	tx := s.c.prepare()
 	if tx == nil {
 		return
 	}
-	s.e.committed(tx)
+	s.c.committed(tx)
 	for _, m := range tx.moves {
-		if m.rec.Topic != s.e.plan.DLQ {
+		if m.rec.Topic != s.c.plan.DLQ {
 			s.read(m.rec)
 		}
 	}
@@ -152,12 +152,12 @@ func (s *sim) check(step int, op string) {
 	if got := s.sh.blockedCount(); got != blocked {
 		s.t.Fatalf("step %d (%s): blockedCount() = %d, the lanes count %d", step, op, got, blocked)
 	}
-	if g := s.e.stats.BlockedKeys.Load(); g != int64(blocked) {
+	if g := s.c.stats.BlockedKeys.Load(); g != int64(blocked) {
 		s.t.Fatalf("step %d (%s): BlockedKeys gauge = %d, the lanes count %d", step, op, g, blocked)
 	}
 	// The gauge also counts released parked records until their delivery
 	// is routed.
-	if g, want := s.e.stats.ParkedRecords.Load(), int64(parked+s.sh.releasedCount()); g != want {
+	if g, want := s.c.stats.ParkedRecords.Load(), int64(parked+s.sh.releasedCount()); g != want {
 		s.t.Fatalf("step %d (%s): ParkedRecords gauge = %d, the lanes hold %d", step, op, g, want)
 	}
 }
@@ -185,7 +185,7 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 				switch n := rnd.IntN(20); {
 				case n < 6:
 					op = "fetch"
-					s.read(&kgo.Record{Topic: s.e.plan.Source, Key: []byte(keys[rnd.IntN(len(keys))]), Value: []byte("v")})
+					s.read(&kgo.Record{Topic: s.c.plan.Source, Key: []byte(keys[rnd.IntN(len(keys))]), Value: []byte("v")})
 				case n < 12:
 					op = "deliver"
 					s.deliver(rnd)
@@ -197,7 +197,7 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 					now = now.Add(time.Minute)
 					for _, q := range s.sh.tiers { // as dispatch does
 						for _, en := range q.due.TakeDue(now.Add(time.Minute)) {
-							s.e.push(s.e.laneFor(s.sh, en.rec.Key), en)
+							s.c.push(s.c.laneFor(s.sh, en.rec.Key), en)
 						}
 					}
 				case n < 18 && rnd.IntN(3) == 0:
@@ -205,10 +205,10 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 					s.reassign()
 				case n < 18:
 					op = "spill"
-					s.e.maybeSpill(s.sh, now.Add(time.Hour))
+					s.c.maybeSpill(s.sh, now.Add(time.Hour))
 				default:
 					op = "operator release"
-					s.read(OperatorRelease(s.e.opts.ParkingTopic, 0, []byte(keys[rnd.IntN(len(keys))])))
+					s.read(OperatorRelease(s.c.opts.ParkingTopic, 0, []byte(keys[rnd.IntN(len(keys))])))
 				}
 				s.check(step, op)
 				maxParked = max(maxParked, s.sh.parkedCount())
@@ -216,11 +216,11 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 			if maxParked == 0 {
 				t.Fatal("no record was ever parked: the sequence tests nothing")
 			}
-			s.e.resetLocked()
-			if g := s.e.stats.BlockedKeys.Load(); g != 0 {
+			s.c.reset()
+			if g := s.c.stats.BlockedKeys.Load(); g != 0 {
 				t.Fatalf("after a reset the BlockedKeys gauge is %d, want 0", g)
 			}
-			if g := s.e.stats.ParkedRecords.Load(); g != 0 {
+			if g := s.c.stats.ParkedRecords.Load(); g != 0 {
 				t.Fatalf("after a reset the ParkedRecords gauge is %d, want 0", g)
 			}
 		})

@@ -57,32 +57,40 @@
 // (shard.go: ingest, accept; record.go keeps what an entry holds of it
 // small, as a blocked key or a parked record may wait for minutes); a tier
 // record waits for its due time in the tier's retrytopics.Schedule.
-// dispatch.go decides which deliveries may start now and runs them;
-// apply.go routes the result (retrytopics.Plan.Route:
-// done, next tier, DLQ) and builds the move; parking.go keeps the key's
-// parking state (a parking.Key state machine) and writes its changelog
-// ops; txn.go writes the moves and commits the offsets in one transaction.
-// run.go is the loop, pauses.go the paused partitions, rebalance.go the
-// assignment changes.
+// dispatch.go decides which deliveries may start now, deliver.go runs
+// them; apply.go routes the result (retrytopics.Plan.Route: done, next
+// tier, DLQ) and builds the move; parking.go keeps the key's parking state
+// (a parking.Key state machine) and writes its changelog ops; batch.go
+// collects the moves and offsets of the next transaction, txn.go writes
+// and commits them in one. run.go is the loop, pauses.go the paused
+// partitions, rebalance.go the assignment changes.
 //
 // # Concurrency
 //
-// One goroutine, the loop (Run), polls, ingests, dispatches, tells the
-// client which partitions to pause or resume and runs each transaction.
-// Deliveries run on goroutines of their own, at most MaxInFlight at once:
-// one that ends applies its result and starts the next deliveries at once,
-// running the first of them itself, so that a freed slot waits for no loop
-// turn and a backlog does not start a goroutine per record. The rebalance callbacks run on franz-go's
-// goroutine and drop the state. All of them share the engine's state under
-// one mutex (Engine.mu); no Kafka client call is made under it: pauses and
-// resumes are queued and applied by the loop alone (applyPauses, so they
-// reach the client in the order decided), and a transaction is produced
-// and ended with the lock released, its after-commit bookkeeping taken
-// under it again. A reset (rebalance, failed transaction) bumps a
+// The state and every decision on it are the core's (core.go): it takes
+// events (records fetched, a delivery's result, the loop's turn, a
+// transaction committed or dropped, an assignment) and returns effects
+// (deliveries to run, partitions to pause or resume, the next
+// transaction, a wake of the loop); it holds no lock, makes no Kafka call
+// and starts no goroutine, so tests drive it with no broker. Engine is the
+// shell around it, and each part of the shell calls into the core under
+// one mutex (Engine.mu), which makes it the core's one owner while it
+// holds it. One goroutine, the loop (Run), polls, ingests, dispatches,
+// tells the client which partitions to pause or resume and runs each
+// transaction. Deliveries run on goroutines of their own, at most
+// MaxInFlight at once: one that ends applies its result and starts the
+// next deliveries at once, running the first of them itself, so that a
+// freed slot waits for no loop turn and a backlog does not start a
+// goroutine per record. The rebalance callbacks run on franz-go's
+// goroutine and drop the state. No Kafka client call is made under the
+// mutex: pauses and resumes are applied by the loop alone (applyPauses, so
+// they reach the client in the order decided), and a transaction is
+// produced and ended with the lock released, its after-commit bookkeeping
+// taken under it again. A reset (rebalance, failed transaction) bumps a
 // generation: the result of a delivery started before it is discarded and
 // its record is delivered again. Deliveries that start within 10ms share
-// one deadline context, and one timer per such cohort abandons those of its
-// handlers that ignore the context (deadline.go).
+// one deadline context, and one timer per such cohort abandons those of
+// its handlers that ignore the context (deadline.go).
 package engine
 
 import (
@@ -103,13 +111,12 @@ import (
 )
 
 // Engine runs one source topic. Create it with New, run it with Run.
+//
+// It is the shell around the state core (core.go): the clients, the poll
+// loop, the delivery goroutines, the transactions and the rebalance
+// callbacks. Each of them calls into the core under mu.
 type Engine struct {
-	opts   Options
-	plan   retrytopics.Plan
-	log    *slog.Logger
-	stats  Stats
-	topics *retrytopics.Topics
-	obs    Observer
+	core
 
 	sess *kgo.GroupTransactSession
 	adm  *kadm.Client
@@ -133,59 +140,38 @@ type Engine struct {
 	// may run before NewGroupTransactSession returns) or after it.
 	cl atomic.Pointer[kgo.Client]
 
-	// mu guards the shards and everything reachable from them. The loop
-	// holds it while it works; rebalance callbacks hold it while they drop
-	// state. It is never held across a call into the transact session.
-	mu         sync.Mutex
-	shards     map[int32]*shard
-	gen        uint64
-	ready      []*lane // lanes whose next entry is a first attempt
-	retryReady []*lane // lanes whose next entry is a retry or parked record
-	inflight   int
-	retrying   int
-	stopping   bool
-	lastCommit time.Time
+	// mu makes whoever holds it the core's one owner: the loop while it
+	// works, a delivery goroutine while it applies its result, a rebalance
+	// callback while it drops state. It is never held across a call into
+	// the transact session. Release it with unlock, which carries out the
+	// core's wake.
+	mu sync.Mutex
 	// lastEndErr is the error of the last End (nil when it ended well);
 	// lastEnd when it returned.
 	lastEndErr error
 	lastEnd    time.Time
 	// leave: Run stopped cleanly, so a static member leaves the group.
 	leave bool
-	// commitSoon: a transaction is due before CommitInterval (see settle).
-	commitSoon bool
-	// barrierDue: newly assigned partitions wait for their barrier; write it
-	// at once rather than at the next CommitInterval.
-	barrierDue bool
-	// fetched are the group's commits as this assignment's OffsetFetch
-	// answered them; nil until it answers. The barrier waits for it, at
-	// most offsetsFetchWait (fetchWaited; see fetched.go); assignments
-	// counts the assignments, for that timer.
-	fetched     groupCommits
-	fetchWaited bool
-	assignments int
-	// pauseQueue are the queues whose pause changed since applyPauses ran;
-	// droppedResume the partitions the client has paused whose shards a
-	// reset dropped.
-	pauseQueue    []*queue
-	droppedResume map[string][]int32
-	// loose are op records not tied to a fetched record, written by the
-	// next transaction; looseAfter runs once it commits.
-	loose      []move
-	looseAfter []func()
 
-	deliveries  sync.WaitGroup
-	needAbort   atomic.Bool // a rebalance happened: end an empty transaction first
-	hard        context.Context
-	deadlines   *deadlines // the deliveries' contexts; e.mu guards it
-	wakeMu      sync.Mutex
-	pollCancel  context.CancelFunc
-	woken       bool
-	warned      sync.Map
-	instanceTag string
+	deliveries sync.WaitGroup
+	needAbort  atomic.Bool // a rebalance happened: end an empty transaction first
+	deadlines  *deadlines  // the deliveries' contexts; e.mu guards it
+	wakeMu     sync.Mutex
+	pollCancel context.CancelFunc
+	woken      bool
 
 	// joined is closed by the first rebalance callback that assigns.
 	joined     chan struct{}
 	joinedOnce sync.Once
+}
+
+// unlock releases e.mu and wakes the loop if the core asked for it.
+func (e *Engine) unlock() {
+	w := e.takeWake()
+	e.mu.Unlock()
+	if w {
+		e.wake()
+	}
 }
 
 // New validates opts, checks or creates the tier, parking and DLQ topics
@@ -207,13 +193,16 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	log = log.With("topic", opts.Plan.Source, "group", opts.Group)
 
 	e := &Engine{
-		opts:        opts,
-		plan:        opts.Plan,
-		log:         log,
-		obs:         opts.Observer,
-		shards:      map[int32]*shard{},
-		instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
-		joined:      make(chan struct{}),
+		core: core{
+			opts:   opts,
+			plan:   opts.Plan,
+			log:    log,
+			obs:    opts.Observer,
+			shards: map[int32]*shard{},
+			// instanceTag makes the barrier nonces unique (shard.go).
+			instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
+		},
+		joined: make(chan struct{}),
 	}
 	if e.obs == nil {
 		e.obs = nopObserver{}
@@ -248,8 +237,6 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) parking() bool { return e.opts.Ordering.Parks() }
-
 // Stats returns the engine's live counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
 
@@ -262,13 +249,6 @@ func (e *Engine) Joined() <-chan struct{} { return e.joined }
 
 // Topics returns the stage topics as found or created by New.
 func (e *Engine) Topics() *retrytopics.Topics { return e.topics }
-
-// warnOnce logs msg at warn level the first time key is seen.
-func (e *Engine) warnOnce(key, msg string, args ...any) {
-	if _, seen := e.warned.LoadOrStore(key, true); !seen {
-		e.log.Warn(msg, args...)
-	}
-}
 
 func countPartitions(m map[string][]int32) int {
 	n := 0

@@ -40,20 +40,13 @@ import (
 // OffsetFetch (a few milliseconds when nothing is pending).
 const offsetsFetchWait = 100 * time.Millisecond
 
-// waitForOffsets starts an assignment's wait for its OffsetFetch; e.mu
-// is held.
-func (e *Engine) waitForOffsets() {
-	e.fetched, e.fetchWaited = nil, false
-	e.assignments++
-	n := e.assignments
-	time.AfterFunc(offsetsFetchWait, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if n == e.assignments && e.fetched == nil {
-			e.fetchWaited, e.barrierDue = true, true
-			e.wake()
-		}
-	})
+// offsetsWaitOver ends assignment n's wait for its OffsetFetch, if it is
+// still the current one and unanswered: its barrier is written without.
+func (c *core) offsetsWaitOver(n int) {
+	if n == c.assignments && c.fetched == nil {
+		c.fetchWaited, c.barrierDue = true, true
+		c.wake()
+	}
 }
 
 // groupCommits are the group's committed offsets per partition as the
@@ -65,16 +58,22 @@ type groupCommits map[string]map[int32]kgo.EpochOffset
 func (e *Engine) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	commits := e.readCommits(ctx, cl, resp)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.fetched = commits
-	for _, sh := range e.shards {
+	defer e.unlock()
+	e.core.offsetsFetched(commits)
+	return nil
+}
+
+// offsetsFetched keeps the assignment's group commits and lets a waiting
+// barrier be written.
+func (c *core) offsetsFetched(commits groupCommits) {
+	c.fetched = commits
+	for _, sh := range c.shards {
 		if sh.barrierPending {
-			e.barrierDue = true
-			e.wake()
-			break
+			c.barrierDue = true
+			c.wake()
+			return
 		}
 	}
-	return nil
 }
 
 // readCommits reads the partitions an OffsetFetch answered without error.

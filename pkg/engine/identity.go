@@ -149,8 +149,8 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	e.lastReset = time.Now()
 	e.sess.Close()
 	e.mu.Lock()
-	e.resetLocked()
-	e.mu.Unlock()
+	e.reset()
+	e.unlock()
 	sess, err := kgo.NewGroupTransactSession(e.copts...)
 	if err != nil {
 		return fmt.Errorf("engine: rebuilding the group session: %w", err)

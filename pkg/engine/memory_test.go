@@ -184,15 +184,15 @@ func TestWaitingRecordsLetGoOfWhatIsDone(t *testing.T) {
 	s := newSim(t, flow.OnDeadLetterRelease)
 	var fetched []func() bool
 	s.fetched = func(r *kgo.Record) {
-		if r.Topic != s.e.plan.Source && r.Headers != nil && r.Headers[0].Key != HeaderParkingOp {
+		if r.Topic != s.c.plan.Source && r.Headers != nil && r.Headers[0].Key != HeaderParkingOp {
 			fetched = append(fetched, collected(r))
 		}
 	}
-	s.read(&kgo.Record{Topic: s.e.plan.Source, Key: []byte("a"), Value: []byte("head")})
+	s.read(&kgo.Record{Topic: s.c.plan.Source, Key: []byte("a"), Value: []byte("head")})
 	l := s.sh.lanes["a"]
 	head := collected(l.wait[0])
 	s.deliverNext(l, e503)
-	s.read(&kgo.Record{Topic: s.e.plan.Source, Key: []byte("a"), Value: []byte("parked")})
+	s.read(&kgo.Record{Topic: s.c.plan.Source, Key: []byte("a"), Value: []byte("parked")})
 	s.commit() // the head to the tier, its block op, the parked record
 	s.commit()
 	if got := s.sh.parkedCount(); got != 1 || !l.blocked() || len(fetched) != 2 {

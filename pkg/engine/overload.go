@@ -30,10 +30,10 @@ const (
 // take pops lanes off the front of *q until one may start now and
 // returns it; false when the gate refuses the next one (it stays at the
 // front) or *q ran out. Lanes whose head expired are settled on the way.
-func (e *Engine) take(q *[]*lane, now time.Time) (*lane, overload.Ticket, bool) {
+func (c *core) take(q *[]*lane, now time.Time) (*lane, overload.Ticket, bool) {
 	var none overload.Ticket
-	if g := e.opts.Overload; g != nil && g.Probing(now) {
-		if !freshFirst(*q) && q == &e.retryReady && freshFirst(e.ready) {
+	if g := c.opts.Overload; g != nil && g.Probing(now) {
+		if !freshFirst(*q) && q == &c.retryReady && freshFirst(c.ready) {
 			return nil, none, false // probe with a first attempt instead
 		}
 	}
@@ -44,17 +44,17 @@ func (e *Engine) take(q *[]*lane, now time.Time) (*lane, overload.Ticket, bool) 
 			return l, none, true // start makes nothing of it, as before
 		}
 		en := l.wait[0]
-		if e.expire(l, en, now) {
+		if c.expire(l, en, now) {
 			popFront(q)
 			l.queued = false
-			e.markReady(l)
-			e.forget(l)
+			c.markReady(l)
+			c.forget(l)
 			continue
 		}
 		var t overload.Ticket
-		if g := e.opts.Overload; g != nil {
+		if g := c.opts.Overload; g != nil {
 			var ok bool
-			if t, ok = g.Admit(now, en.q.stage > 0, e.inflight); !ok {
+			if t, ok = g.Admit(now, en.q.stage > 0, c.inflight); !ok {
 				return nil, none, false
 			}
 		}
@@ -90,8 +90,8 @@ func freshFirst(q []*lane) bool {
 // record's), overload.Probe for a failed probe (it counts unless it
 // would dead-letter the record; see held), overload.Spend for a failed
 // probe that counts in any case.
-func (e *Engine) gateDone(r *result) overload.Verdict {
-	g := e.opts.Overload
+func (c *core) gateDone(r *result) overload.Verdict {
+	g := c.opts.Overload
 	if g == nil {
 		return overload.Count
 	}
@@ -103,14 +103,14 @@ func (e *Engine) gateDone(r *result) overload.Verdict {
 		o.Key = o.ID
 	}
 	if r.err != nil {
-		v := delivery.Classify(r.err, *e.opts.Statuses)
+		v := delivery.Classify(r.err, *c.opts.Statuses)
 		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
 		if v.Class == delivery.ClassPermanent {
 			o.Class = overload.Permanent
 		} else {
-			o.Last = e.plan.Route(routeStage(r.en), &v, 0).Action == retrytopics.DeadLetter
+			o.Last = c.plan.Route(routeStage(r.en), &v, 0).Action == retrytopics.DeadLetter
 		}
-		if e.hard.Err() != nil && errors.Is(r.err, context.Canceled) {
+		if c.hard.Err() != nil && errors.Is(r.err, context.Canceled) {
 			o.Class = overload.Cancelled
 		}
 	}
@@ -129,59 +129,59 @@ func held(v overload.Verdict, route retrytopics.Route) bool {
 // hold puts en back at the head of its lane: its attempt did not count,
 // and it is delivered again, with the same attempt number, when the gate
 // admits it.
-func (e *Engine) hold(l *lane, en *entry) {
+func (c *core) hold(l *lane, en *entry) {
 	en.held = true
 	l.wait = append([]*entry{en}, l.wait...)
-	e.markReady(l)
+	c.markReady(l)
 }
 
 // gatePaused reports whether the gate pauses the source (tier false) or
 // the tiers.
-func (e *Engine) gatePaused(now time.Time, tier bool) bool {
-	return e.opts.Overload != nil && e.opts.Overload.Paused(now, tier)
+func (c *core) gatePaused(now time.Time, tier bool) bool {
+	return c.opts.Overload != nil && c.opts.Overload.Paused(now, tier)
 }
 
 // gateWake is when the gate may admit again without a delivery ending.
-func (e *Engine) gateWake() (time.Time, bool) {
-	if e.opts.Overload == nil {
+func (c *core) gateWake() (time.Time, bool) {
+	if c.opts.Overload == nil {
 		return time.Time{}, false
 	}
-	return e.opts.Overload.Wake(time.Now())
+	return c.opts.Overload.Wake(time.Now())
 }
 
 // expire settles en without delivering it when it is older than MaxAge
 // (by its original timestamp): a move to the DLQ as "expired", or none
 // with OnExpiredDrop. It reports whether it did.
-func (e *Engine) expire(l *lane, en *entry, now time.Time) bool {
+func (c *core) expire(l *lane, en *entry, now time.Time) bool {
 	ts := en.origin.Timestamp
-	if e.opts.MaxAge <= 0 || ts.IsZero() || now.Sub(ts) <= e.opts.MaxAge {
+	if c.opts.MaxAge <= 0 || ts.IsZero() || now.Sub(ts) <= c.opts.MaxAge {
 		return false
 	}
 	route := retrytopics.Route{Action: retrytopics.Done}
-	if e.opts.OnExpired != OnExpiredDrop {
-		route = retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassExpired}
+	if c.opts.OnExpired != OnExpiredDrop {
+		route = retrytopics.Route{Action: retrytopics.DeadLetter, Topic: c.plan.DLQ, Class: delivery.ClassExpired}
 		age := now.Sub(ts).Round(time.Millisecond)
-		e.addMove(en, route, retrytopics.Failure{Class: delivery.ClassExpired, At: now,
-			Message: fmt.Sprintf("expired: the record is %s old, max_age is %s; not delivered", age, e.opts.MaxAge)})
-		if last := en.moves[len(en.moves)-1].rec; e.tooLarge(last) {
+		c.addMove(en, route, retrytopics.Failure{Class: delivery.ClassExpired, At: now,
+			Message: fmt.Sprintf("expired: the record is %s old, max_age is %s; not delivered", age, c.opts.MaxAge)})
+		if last := en.moves[len(en.moves)-1].rec; c.tooLarge(last) {
 			en.moves = en.moves[:len(en.moves)-1]
 			return false // deliver it instead: never stuck for want of an error text
 		}
 	}
 	popFront(&l.wait)
-	if g := e.opts.Overload; g != nil {
-		g.Expired(e.expiredAction())
+	if g := c.opts.Overload; g != nil {
+		g.Expired(c.expiredAction())
 	}
-	e.warnOnce("expired", "records older than max_age are not delivered", "max_age", e.opts.MaxAge.String(), "on_expired", e.expiredAction(), "first_id", en.origin.ID())
-	e.settle(en)
-	if e.parking() && l.keyed {
-		e.afterDelivery(l, en, route)
+	c.warnOnce("expired", "records older than max_age are not delivered", "max_age", c.opts.MaxAge.String(), "on_expired", c.expiredAction(), "first_id", en.origin.ID())
+	c.settle(en)
+	if c.parking() && l.keyed {
+		c.afterDelivery(l, en, route)
 	}
 	return true
 }
 
-func (e *Engine) expiredAction() string {
-	if e.opts.OnExpired == OnExpiredDrop {
+func (c *core) expiredAction() string {
+	if c.opts.OnExpired == OnExpiredDrop {
 		return OnExpiredDrop
 	}
 	return OnExpiredDeadLetter

@@ -36,12 +36,12 @@ func OperatorRelease(parkingTopic string, p int32, key []byte) *kgo.Record {
 }
 
 // opRecord builds an op record for partition p of the parking topic.
-func (e *Engine) opRecord(p int32, key []byte, op, ref string) *kgo.Record {
-	return parking.OpRecord(e.opts.ParkingTopic, p, key, op, ref)
+func (c *core) opRecord(p int32, key []byte, op, ref string) *kgo.Record {
+	return parking.OpRecord(c.opts.ParkingTopic, p, key, op, ref)
 }
 
-func (e *Engine) barrierRecord(sh *shard) *kgo.Record {
-	return e.opRecord(sh.p, nil, opBarrier, sh.nonce)
+func (c *core) barrierRecord(sh *shard) *kgo.Record {
+	return c.opRecord(sh.p, nil, opBarrier, sh.nonce)
 }
 
 func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
@@ -51,48 +51,48 @@ func opOf(r *kgo.Record) (op, ref, origin string, ok bool) {
 
 // laneKeyOf is the lane key of a parking record with key: the key, or ""
 // for ordering partition.
-func (e *Engine) laneKeyOf(key []byte) []byte {
-	if e.opts.Ordering == flow.OrderingPartition {
+func (c *core) laneKeyOf(key []byte) []byte {
+	if c.opts.Ordering == flow.OrderingPartition {
 		return []byte{}
 	}
 	return key
 }
 
 // park moves source entry en of blocked lane l to the parking topic.
-func (e *Engine) park(l *lane, en *entry) {
+func (c *core) park(l *lane, en *entry) {
 	m := retrytopics.Move{
 		Origin:   *en.origin,
 		Key:      en.rec.Key,
 		Value:    en.rec.Value,
-		Topic:    e.opts.ParkingTopic,
+		Topic:    c.opts.ParkingTopic,
 		Failure:  retrytopics.Failure{At: time.Now()},
-		Group:    e.opts.Group,
+		Group:    c.opts.Group,
 		Version:  flow.Version,
-		MaxBytes: e.topics.MaxBytes[e.opts.ParkingTopic],
+		MaxBytes: c.topics.MaxBytes[c.opts.ParkingTopic],
 		Parked:   true,
 	}
 	r := m.Record()
 	r.Partition = en.q.p
-	if e.tooLarge(r) {
+	if c.tooLarge(r) {
 		// Held unsettled, like a move that cannot fit (see apply): never
 		// lost, never committed past, loud.
-		e.stats.Stuck.Add(1)
-		e.log.Error("a record does not fit the parking topic; it holds its partition until max.message.bytes is raised there and kretry restarts",
-			"id", en.origin.ID(), "topic", r.Topic, "record_bytes", retrytopics.RecordSize(r), "max_message_bytes", e.topics.MaxBytes[r.Topic])
+		c.stats.Stuck.Add(1)
+		c.log.Error("a record does not fit the parking topic; it holds its partition until max.message.bytes is raised there and kretry restarts",
+			"id", en.origin.ID(), "topic", r.Topic, "record_bytes", retrytopics.RecordSize(r), "max_message_bytes", c.topics.MaxBytes[r.Topic])
 		return
 	}
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
-		Group: e.opts.Group, Source: e.plan.Source, From: en.q.topic, To: e.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
+		Group: c.opts.Group, Source: c.plan.Source, From: en.q.topic, To: c.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
-	e.settle(en)
+	c.settle(en)
 	l.park.Park()
-	e.stats.ParkedRecords.Add(1)
-	e.syncBlocked(l)
+	c.stats.ParkedRecords.Add(1)
+	c.syncBlocked(l)
 }
 
 // syncBlocked keeps the BlockedKeys gauge and its shard's count in step
 // with l: the one place that sets lane.counted.
-func (e *Engine) syncBlocked(l *lane) {
+func (c *core) syncBlocked(l *lane) {
 	if b := l.keyed && l.blocked(); b != l.counted {
 		l.counted = b
 		d := -1
@@ -100,7 +100,7 @@ func (e *Engine) syncBlocked(l *lane) {
 			d = 1
 		}
 		l.sh.blocked += d
-		e.stats.BlockedKeys.Add(int64(d))
+		c.stats.BlockedKeys.Add(int64(d))
 	}
 }
 
@@ -113,14 +113,14 @@ const spillAfter = 100 * time.Millisecond
 // maybeSpill spills the lane of sh's oldest unsettled source record when
 // that record has been in delivery longer than spillAfter and records of
 // its key wait behind it.
-func (e *Engine) maybeSpill(sh *shard, now time.Time) {
+func (c *core) maybeSpill(sh *shard, now time.Time) {
 	for _, en := range sh.src.entries {
 		if en.settled {
 			continue
 		}
-		l := e.laneFor(sh, en.rec.Key)
+		l := c.laneFor(sh, en.rec.Key)
 		if l.keyed && l.running == en && now.Sub(monoStart)-en.started > spillAfter && len(l.wait) > 0 {
-			e.spill(l)
+			c.spill(l)
 		}
 		return
 	}
@@ -128,41 +128,41 @@ func (e *Engine) maybeSpill(sh *shard, now time.Time) {
 
 // spill parks the source records waiting in lane l behind its running one;
 // they are delivered in order from the parking topic once it finishes.
-func (e *Engine) spill(l *lane) {
+func (c *core) spill(l *lane) {
 	var keep []*entry
 	for _, w := range l.wait {
 		if w.q.stage == 0 {
-			e.park(l, w)
+			c.park(l, w)
 		} else {
 			keep = append(keep, w)
 		}
 	}
 	l.wait = keep
 	l.park.Spill()
-	e.syncBlocked(l)
+	c.syncBlocked(l)
 }
 
 // afterDelivery updates the parking state of keyed lane l after en's
 // delivery was routed.
-func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
+func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	sh := l.sh
-	key := e.laneKeyOf(en.rec.Key)
+	key := c.laneKeyOf(en.rec.Key)
 	stage := en.q.stage
 	if stage == parkStage {
-		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opSettle, strconv.FormatInt(en.rec.Offset, 10))})
-		e.stats.ParkedRecords.Add(-1)
+		en.moves = append(en.moves, move{rec: c.opRecord(sh.p, key, opSettle, strconv.FormatInt(en.rec.Offset, 10))})
+		c.stats.ParkedRecords.Add(-1)
 	}
 	switch {
 	case route.Action == retrytopics.Retry && (stage == 0 || stage == parkStage):
 		// A new head: the key blocks; its records waiting behind park.
 		l.park.Block(en.origin.ID())
 		l.blockWritten = true
-		e.leadWithUnblock(l, en)
-		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opBlock, en.origin.ID())})
+		c.leadWithUnblock(l, en)
+		en.moves = append(en.moves, move{rec: c.opRecord(sh.p, key, opBlock, en.origin.ID())})
 		var keep []*entry
 		for _, w := range l.wait {
 			if w.q.stage == 0 {
-				e.park(l, w)
+				c.park(l, w)
 			} else {
 				keep = append(keep, w)
 			}
@@ -175,10 +175,10 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		last := l.park.LeaveHead(id)
 		verdict := parking.VerdictOK
 		if route.Action == retrytopics.DeadLetter {
-			verdict = string(e.opts.OnDeadLetter)
+			verdict = string(c.opts.OnDeadLetter)
 		}
 		ref := parking.ReleaseRef(verdict, id)
-		en.moves = append(en.moves, move{rec: e.opRecord(sh.p, key, opRelease, ref)})
+		en.moves = append(en.moves, move{rec: c.opRecord(sh.p, key, opRelease, ref)})
 		if last {
 			l.park.Resolve(verdict, id)
 			if l.park.State() == parking.DeadLettering {
@@ -188,22 +188,22 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 				l.dlqGate = true
 				en.after = append(en.after, func() {
 					l.dlqGate = false
-					e.feed(l, nil)
+					c.feed(l, nil)
 				})
 			}
 			if verdict != parking.VerdictOK {
 				// key as text, as the "operator released a key" line prints it.
-				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(e.opts.OnDeadLetter), "parked", l.park.Parked()}
-				if e.opts.OnDeadLetter == flow.OnDeadLetterHold {
-					args = append(args, "hint", "release with `kretry parking release --topic "+e.plan.Source+" --key "+string(key)+"`")
+				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(c.opts.OnDeadLetter), "parked", l.park.Parked()}
+				if c.opts.OnDeadLetter == flow.OnDeadLetterHold {
+					args = append(args, "hint", "release with `kretry parking release --topic "+c.plan.Source+" --key "+string(key)+"`")
 				}
-				e.log.Info("head of a blocked key dead-lettered", args...)
+				c.log.Info("head of a blocked key dead-lettered", args...)
 			}
 		}
-	case stage == parkStage && route.Action == retrytopics.DeadLetter && e.opts.OnDeadLetter == flow.OnDeadLetterRelease:
+	case stage == parkStage && route.Action == retrytopics.DeadLetter && c.opts.OnDeadLetter == flow.OnDeadLetterRelease:
 		l.park.SetGap(en.origin.ID()) // the next released record follows a gap
 	}
-	e.feed(l, en)
+	c.feed(l, en)
 }
 
 // feed moves the release of lane l along: the next parked record to the
@@ -211,26 +211,26 @@ func (e *Engine) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 // flow.OnDeadLetterDeadLetter, and unblocks the key when nothing is left. carrier
 // is the entry whose transaction carries any op this writes; nil writes
 // them with the next transaction.
-func (e *Engine) feed(l *lane, carrier *entry) {
+func (c *core) feed(l *lane, carrier *entry) {
 	if !l.dlqGate {
 		for _, p := range l.park.TakeForDLQ() {
-			e.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: e.plan.DLQ, Class: delivery.ClassPermanent},
+			c.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: c.plan.DLQ, Class: delivery.ClassPermanent},
 				retrytopics.Failure{Class: delivery.ClassPermanent, Message: "parked behind dead-lettered record " + l.park.Gap() + " (on_dead_letter: dead_letter)", At: time.Now()})
-			p.moves = append(p.moves, move{rec: e.opRecord(l.sh.p, e.laneKeyOf(p.rec.Key), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
+			p.moves = append(p.moves, move{rec: c.opRecord(l.sh.p, c.laneKeyOf(p.rec.Key), opSettle, strconv.FormatInt(p.rec.Offset, 10))})
 			p.settled = true
-			e.stats.ParkedRecords.Add(-1)
+			c.stats.ParkedRecords.Add(-1)
 		}
 	}
 	if l.running == nil && len(l.wait) == 0 {
 		if p, gap, ok := l.park.NextRelease(); ok {
 			p.gapAfter = gap
-			e.push(l, p)
+			c.push(l, p)
 			return
 		}
 		l.park.ReleaseDone()
 	}
-	e.maybeUnblock(l, carrier)
-	e.syncBlocked(l)
+	c.maybeUnblock(l, carrier)
+	c.syncBlocked(l)
 }
 
 // maybeUnblock writes the unblock op of a key that has nothing left in the
@@ -246,18 +246,18 @@ func (e *Engine) feed(l *lane, carrier *entry) {
 // successor would replay the key as not blocked. So until its carrier is
 // handed to a transaction the op stays pending on the lane, and the key's
 // next block takes it along (leadWithUnblock).
-func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
+func (c *core) maybeUnblock(l *lane, carrier *entry) {
 	if !l.keyed || l.blocked() || !l.blockWritten {
 		return
 	}
 	key := []byte(l.key)
-	if e.opts.Ordering == flow.OrderingPartition {
+	if c.opts.Ordering == flow.OrderingPartition {
 		key = []byte{}
 	}
 	markers := l.markers
 	l.markers = nil
 	l.blockWritten = false
-	op := move{rec: e.opRecord(l.sh.p, key, opUnblock, "")}
+	op := move{rec: c.opRecord(l.sh.p, key, opUnblock, "")}
 	u := &pendingUnblock{carrier: carrier, rec: op.rec}
 	u.settle = func() {
 		for _, m := range markers {
@@ -266,13 +266,13 @@ func (e *Engine) maybeUnblock(l *lane, carrier *entry) {
 		if l.unblock == u {
 			l.unblock = nil
 		}
-		e.forget(l)
+		c.forget(l)
 	}
 	if carrier == nil {
 		// Loose ops lead the next transaction: no op decided after this one
 		// can precede it.
-		e.loose = append(e.loose, op)
-		e.looseAfter = append(e.looseAfter, u.settle)
+		c.loose = append(c.loose, op)
+		c.looseAfter = append(c.looseAfter, u.settle)
 		return
 	}
 	l.unblock = u
@@ -297,7 +297,7 @@ type pendingUnblock struct {
 // the key's next head: the unblock then precedes it in the same
 // transaction. A carrier already in a transaction wrote the unblock in an
 // earlier one than en's.
-func (e *Engine) leadWithUnblock(l *lane, en *entry) {
+func (c *core) leadWithUnblock(l *lane, en *entry) {
 	u := l.unblock
 	if u == nil {
 		return

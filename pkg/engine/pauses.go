@@ -2,8 +2,9 @@ package engine
 
 import "time"
 
-// This file decides which partitions are paused (updatePauses) and tells
-// the client (applyPauses), from the loop only and never under e.mu.
+// This file decides which partitions are paused (updatePauses, the
+// core's) and tells the client (applyPauses, the shell's), from the loop
+// only and never under e.mu.
 
 // updatePauses decides which of sh's partitions pause: a restoring shard's
 // tiers, and its source once MaxPending of its records wait in the
@@ -16,44 +17,60 @@ import "time"
 // left out of the fetch the client sends as the barrier is read, and on
 // Kafka the first delivery after an assignment would wait that fetch's
 // FetchMaxWait out (issue 10).
-func (e *Engine) updatePauses(sh *shard, now time.Time) {
+func (c *core) updatePauses(sh *shard, now time.Time) {
 	full := func(q *queue) bool {
 		if q.paused {
-			return len(q.entries) >= e.opts.MaxPending/2 // hysteresis
+			return len(q.entries) >= c.opts.MaxPending/2 // hysteresis
 		}
-		return len(q.entries) >= e.opts.MaxPending
+		return len(q.entries) >= c.opts.MaxPending
 	}
-	restoreFull := sh.restoring && len(sh.backlog) >= e.opts.MaxPending
-	e.wantPaused(sh.src, restoreFull || full(sh.src) || (e.parking() && sh.parkedCount() >= e.opts.MaxParked) ||
-		e.gatePaused(now, false)) // overload gate
+	restoreFull := sh.restoring && len(sh.backlog) >= c.opts.MaxPending
+	c.wantPaused(sh.src, restoreFull || full(sh.src) || (c.parking() && sh.parkedCount() >= c.opts.MaxParked) ||
+		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
-		e.wantPaused(q, sh.restoring || q.due.Waiting(now) || full(q) || e.gatePaused(now, true)) // overload gate
+		c.wantPaused(q, sh.restoring || q.due.Waiting(now) || full(q) || c.gatePaused(now, true)) // overload gate
 	}
 }
 
 // wantPaused marks q to be paused or resumed, queues it for applyPauses
 // and wakes the loop, which may be waiting in a poll.
-func (e *Engine) wantPaused(q *queue, want bool) {
+func (c *core) wantPaused(q *queue, want bool) {
 	if q.paused == want {
 		return
 	}
 	q.paused = want
 	if !q.pauseQueued {
 		q.pauseQueued = true
-		e.pauseQueue = append(e.pauseQueue, q)
-		e.wake()
+		c.pauseQueue = append(c.pauseQueue, q)
+		c.wake()
 	}
 }
 
 // applyPauses tells the client the pauses and resumes decided since the
-// last call: first the resumes of partitions whose shards a reset dropped,
-// then each queued queue's change. Only the loop calls it, outside e.mu:
-// one caller keeps the calls in the order decided, and no Kafka client
-// call is made under the engine's lock.
+// last call (takePauses). Only the loop calls it, outside e.mu: one
+// caller keeps the calls in the order decided, and no Kafka client call is
+// made under the engine's lock.
 func (e *Engine) applyPauses() {
 	e.mu.Lock()
-	var pause, resume map[string][]int32
-	for _, q := range e.pauseQueue {
+	pause, resume, dropped := e.takePauses()
+	e.unlock()
+	cl := e.sess.Client()
+	if dropped != nil {
+		cl.ResumeFetchPartitions(dropped)
+	}
+	if pause != nil {
+		cl.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		cl.ResumeFetchPartitions(resume)
+	}
+}
+
+// takePauses returns the partitions to pause and resume since the last
+// call: the resumes of partitions whose shards a reset dropped (dropped,
+// told first), then each queued queue's change.
+func (c *core) takePauses() (pause, resume, dropped map[string][]int32) {
+	for _, q := range c.pauseQueue {
 		q.pauseQueued = false
 		if q.paused == q.applied {
 			continue
@@ -65,20 +82,10 @@ func (e *Engine) applyPauses() {
 			resume = addPartition(resume, q)
 		}
 	}
-	e.pauseQueue = e.pauseQueue[:0]
-	dropped := e.droppedResume
-	e.droppedResume = nil
-	e.mu.Unlock()
-	cl := e.sess.Client()
-	if dropped != nil {
-		cl.ResumeFetchPartitions(dropped)
-	}
-	if pause != nil {
-		cl.PauseFetchPartitions(pause)
-	}
-	if resume != nil {
-		cl.ResumeFetchPartitions(resume)
-	}
+	c.pauseQueue = c.pauseQueue[:0]
+	dropped = c.droppedResume
+	c.droppedResume = nil
+	return pause, resume, dropped
 }
 
 func addPartition(m map[string][]int32, q *queue) map[string][]int32 {

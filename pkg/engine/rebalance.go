@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// This file handles assignment changes: the rebalance callbacks and the
-// reset that drops all state.
+// This file handles assignment changes: the rebalance callbacks, and the
+// core's side of an assignment (assign). The reset that drops all state is
+// the core's (core.go).
 
 // assigned creates the shards of newly assigned partitions. With parking,
 // each new shard starts by replaying its parking partition (see
@@ -18,16 +19,30 @@ import (
 func (e *Engine) assigned(m map[string][]int32) {
 	defer e.joinedOnce.Do(func() { close(e.joined) })
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	e.log.Info("partitions assigned", "partitions", partitionList(m))
-	e.waitForOffsets()
-	for _, p := range m[e.plan.Source] {
-		e.shardFor(p)
+	n := e.assign(m)
+	time.AfterFunc(offsetsFetchWait, func() {
+		e.mu.Lock()
+		defer e.unlock()
+		e.offsetsWaitOver(n)
+	})
+}
+
+// assign creates the shards of newly assigned partitions and starts the
+// barrier's wait for the assignment's OffsetFetch (fetched.go). It returns
+// the assignment's number, for offsetsWaitOver.
+func (c *core) assign(m map[string][]int32) int {
+	c.fetched, c.fetchWaited = nil, false
+	c.assignments++
+	for _, p := range m[c.plan.Source] {
+		c.shardFor(p)
 	}
-	if e.parking() && len(m[e.plan.Source]) > 0 {
-		e.barrierDue = true
-		e.wake()
+	if c.parking() && len(m[c.plan.Source]) > 0 {
+		c.barrierDue = true
+		c.wake()
 	}
+	return c.assignments
 }
 
 // revoked drops all state: the range assignor is eager, so a rebalance
@@ -44,9 +59,9 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 		e.log.Info("partitions revoked", "partitions", partitionList(m))
 	}
 	e.mu.Lock()
-	e.resetLocked()
+	e.reset()
 	stopping := e.stopping
-	e.mu.Unlock()
+	e.unlock()
 	e.needAbort.Store(true)
 	if !stopping { // at shutdown they were waited for already
 		e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
@@ -68,32 +83,6 @@ func (e *Engine) waitDeliveries(d time.Duration) {
 	case <-time.After(d):
 		e.log.Warn("a delivery did not end within its timeout (the handler ignores its context?); abandoning it", "waited", d)
 	}
-}
-
-// resetLocked drops every shard; results of deliveries still in flight are
-// discarded when they arrive (their generation is stale).
-func (e *Engine) resetLocked() {
-	e.gen++
-	for _, sh := range e.shards {
-		for _, q := range sh.queues {
-			if q.applied { // the client has it paused: resume it (applyPauses)
-				e.droppedResume = addPartition(e.droppedResume, q)
-			}
-		}
-		if !sh.restoring { // a restoring shard's parked records are counted when it finishes (finishRestore)
-			e.stats.ParkedRecords.Add(-int64(sh.parkedCount() + sh.releasedCount()))
-		}
-		e.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
-	}
-	for _, q := range e.pauseQueue {
-		q.pauseQueued = false
-	}
-	e.pauseQueue = e.pauseQueue[:0]
-	e.wake()
-	e.shards = map[int32]*shard{}
-	e.ready, e.retryReady = nil, nil
-	e.commitSoon = false
-	e.loose, e.looseAfter = nil, nil
 }
 
 // partitionList logs a callback's partitions as "orders[0 1 2]

@@ -39,7 +39,7 @@ var monoStart = time.Now()
 // for minutes (a head on its tier, a parked record): they are copied, so
 // that it does not pin its whole fetched batch, the batch's kgo.Records and
 // their kretry headers (about 1 KB per record).
-func (e *Engine) newEntry(q *queue, r *kgo.Record, o *retrytopics.Origin) *entry {
+func (c *core) newEntry(q *queue, r *kgo.Record, o *retrytopics.Origin) *entry {
 	var en *entry
 	if o == nil {
 		en = &entry{}
@@ -56,8 +56,8 @@ func (e *Engine) newEntry(q *queue, r *kgo.Record, o *retrytopics.Origin) *entry
 	case q.stage != 0:
 		en.rec.Key, en.rec.Value = cloneKeyValue(r.Key, r.Value)
 		en.origin.Headers = cloneHeaders(en.origin.Headers)
-		if en.origin.Topic == e.plan.Source {
-			en.origin.Topic = e.plan.Source // one string, not one per record
+		if en.origin.Topic == c.plan.Source {
+			en.origin.Topic = c.plan.Source // one string, not one per record
 		}
 	}
 	q.entries = append(q.entries, en)

@@ -16,35 +16,35 @@ import (
 )
 
 // acceptParking takes record r read from the parking partition q.
-func (e *Engine) acceptParking(sh *shard, q *queue, r *kgo.Record) {
+func (c *core) acceptParking(sh *shard, q *queue, r *kgo.Record) {
 	op, ref, origin, isOp := opOf(r)
 	var en *entry
 	if isOp {
-		en = e.newEntry(q, r, nil)
+		en = c.newEntry(q, r, nil)
 	} else {
 		o, _ := retrytopics.ReadOrigin(r, false, 0)
-		en = e.newEntry(q, r, &o)
+		en = c.newEntry(q, r, &o)
 	}
 	if sh.restoring {
-		e.replay(sh, en, r, isOp, op, ref, origin)
+		c.replay(sh, en, r, isOp, op, ref, origin)
 		return
 	}
 	if !isOp {
 		// One of ours, read back: it joins the key's parked records.
-		l := e.laneFor(sh, e.laneKeyOf(r.Key))
+		l := c.laneFor(sh, c.laneKeyOf(r.Key))
 		if !l.park.ReadBack(en) {
-			e.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
+			c.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
 		}
-		e.feed(l, en)
+		c.feed(l, en)
 		return
 	}
-	l := e.laneFor(sh, r.Key)
+	l := c.laneFor(sh, r.Key)
 	switch {
 	case op == opRelease && origin == OriginOperator:
-		e.log.Info("operator released a key", "partition", sh.p, "key", string(r.Key))
+		c.log.Info("operator released a key", "partition", sh.p, "key", string(r.Key))
 		en.settled = true
 		if l.park.OperatorRelease() {
-			e.feed(l, en)
+			c.feed(l, en)
 		}
 	case (op == opBlock || op == opRelease) && l.blockWritten:
 		// Our own op read back: it stays unsettled (the committed offset
@@ -53,33 +53,33 @@ func (e *Engine) acceptParking(sh *shard, q *queue, r *kgo.Record) {
 	default:
 		en.settled = true
 	}
-	e.forget(l)
+	c.forget(l)
 }
 
 // replay applies one changelog record, r (its entry en), while the shard
 // restores.
-func (e *Engine) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, origin string) {
+func (c *core) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, origin string) {
 	if !isOp {
-		e.laneFor(sh, e.laneKeyOf(r.Key)).park.ReadBack(en)
+		c.laneFor(sh, c.laneKeyOf(r.Key)).park.ReadBack(en)
 		return
 	}
 	if op == opBarrier {
 		en.settled = true
 		if ref == sh.nonce {
-			e.finishRestore(sh, en)
+			c.finishRestore(sh, en)
 		}
 		return
 	}
 	key := r.Key
-	if key == nil && e.opts.Ordering == flow.OrderingPartition {
+	if key == nil && c.opts.Ordering == flow.OrderingPartition {
 		key = []byte{}
 	}
 	if key == nil {
 		en.settled = true // an op must name its key: not one of ours
-		e.warnOnce("op-nil-key", "parking op without a key ignored", "partition", sh.p, "offset", r.Offset, "op", op)
+		c.warnOnce("op-nil-key", "parking op without a key ignored", "partition", sh.p, "offset", r.Offset, "op", op)
 		return
 	}
-	l := e.laneFor(sh, key)
+	l := c.laneFor(sh, key)
 	switch op {
 	case opBlock:
 		l.park.Block(ref)
@@ -126,7 +126,7 @@ func (e *Engine) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref,
 // finishRestore ends a shard's replay at its barrier: blocked keys resume
 // their release, the backlog of source and tier records is taken in order
 // and the partitions resume.
-func (e *Engine) finishRestore(sh *shard, barrier *entry) {
+func (c *core) finishRestore(sh *shard, barrier *entry) {
 	sh.restoring = false
 	blocked, parked := 0, 0
 	for _, l := range sh.lanes {
@@ -135,17 +135,17 @@ func (e *Engine) finishRestore(sh *shard, barrier *entry) {
 			blocked++
 		}
 		parked += l.park.ParkedRecords()
-		e.feed(l, barrier)
-		e.syncBlocked(l)
+		c.feed(l, barrier)
+		c.syncBlocked(l)
 	}
-	e.stats.ParkedRecords.Add(int64(parked))
+	c.stats.ParkedRecords.Add(int64(parked))
 	if blocked > 0 || parked > 0 {
-		e.log.Info("partition restored from the parking topic", "partition", sh.p, "blocked_keys", blocked, "parked_records", parked)
+		c.log.Info("partition restored from the parking topic", "partition", sh.p, "blocked_keys", blocked, "parked_records", parked)
 	}
 	backlog := sh.backlog
 	sh.backlog = nil
 	for _, r := range backlog {
-		e.accept(sh, sh.queues[r.Topic], r)
+		c.accept(sh, sh.queues[r.Topic], r)
 	}
-	e.updatePauses(sh, time.Now())
+	c.updatePauses(sh, time.Now())
 }

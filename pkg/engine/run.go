@@ -77,13 +77,13 @@ func (e *Engine) Run(ctx context.Context) error {
 
 		e.mu.Lock()
 		e.ingest(fetches.Records())
-		e.dispatch(time.Now())
+		e.launch(e.dispatch(time.Now()), false)
 		var tx *txn
 		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.commitSoon || e.barrierDue {
 			e.barrierDue = false
 			tx = e.prepare()
 		}
-		e.mu.Unlock()
+		e.unlock()
 		if tx != nil {
 			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
 				e.sess.AllowRebalance()
@@ -111,7 +111,7 @@ func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 	if next, ok := e.gateWake(); ok { // overload gate
 		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}
-	e.mu.Unlock()
+	e.unlock()
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	e.wakeMu.Lock()
@@ -172,7 +172,7 @@ func (e *Engine) endEmpty() {
 func (e *Engine) shutdown() error {
 	e.mu.Lock()
 	e.stopping = true
-	e.mu.Unlock()
+	e.unlock()
 	e.waitDeliveries(e.opts.ShutdownGrace + time.Second)
 	// An immediately cancelled poll holds off rebalances until
 	// AllowRebalance, so the final commit is not cut by one.
@@ -185,7 +185,7 @@ func (e *Engine) shutdown() error {
 	}
 	e.mu.Lock()
 	tx := e.prepare()
-	e.mu.Unlock()
+	e.unlock()
 	if tx != nil {
 		return e.commit(tx, shutdownCommitTimeout)
 	}

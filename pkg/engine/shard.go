@@ -128,11 +128,11 @@ func (l *lane) idle() bool {
 }
 
 // stageOf maps a consumed topic to its stage.
-func (e *Engine) stageOf(topic string) int {
-	if e.parking() && topic == e.opts.ParkingTopic {
+func (c *core) stageOf(topic string) int {
+	if c.parking() && topic == c.opts.ParkingTopic {
 		return parkStage
 	}
-	return e.plan.Stage(topic)
+	return c.plan.Stage(topic)
 }
 
 func stageName(stage int) flow.Stage {
@@ -148,37 +148,37 @@ func stageName(stage int) flow.Stage {
 
 // shardFor returns partition p's shard, creating it: with parking, a new
 // shard starts restoring, its tiers paused (updatePauses).
-func (e *Engine) shardFor(p int32) *shard {
-	if sh, ok := e.shards[p]; ok {
+func (c *core) shardFor(p int32) *shard {
+	if sh, ok := c.shards[p]; ok {
 		return sh
 	}
 	sh := &shard{p: p, queues: map[string]*queue{}, lanes: map[string]*lane{}}
-	sh.src = &queue{topic: e.plan.Source, stage: 0, p: p}
+	sh.src = &queue{topic: c.plan.Source, stage: 0, p: p}
 	sh.queues[sh.src.topic] = sh.src
-	for i, t := range e.plan.Tiers {
+	for i, t := range c.plan.Tiers {
 		q := &queue{topic: t.Topic, stage: i + 1, p: p}
 		sh.tiers = append(sh.tiers, q)
 		sh.queues[q.topic] = q
 	}
 	sh.order = append([]*queue{sh.src}, sh.tiers...)
-	if e.parking() {
-		sh.park = &queue{topic: e.opts.ParkingTopic, stage: parkStage, p: p}
+	if c.parking() {
+		sh.park = &queue{topic: c.opts.ParkingTopic, stage: parkStage, p: p}
 		sh.queues[sh.park.topic] = sh.park
 		sh.order = append(sh.order, sh.park)
 		sh.restoring = true
 		sh.barrierPending = true
-		sh.nonce = fmt.Sprintf("%s-%d-%d", e.instanceTag, e.gen, p)
+		sh.nonce = fmt.Sprintf("%s-%d-%d", c.instanceTag, c.gen, p)
 	}
-	e.shards[p] = sh
-	e.updatePauses(sh, time.Now())
+	c.shards[p] = sh
+	c.updatePauses(sh, time.Now())
 	return sh
 }
 
 // laneFor returns the lane of a record of shard sh.
-func (e *Engine) laneFor(sh *shard, key []byte) *lane {
+func (c *core) laneFor(sh *shard, key []byte) *lane {
 	var k string
 	switch {
-	case e.opts.Ordering == flow.OrderingPartition:
+	case c.opts.Ordering == flow.OrderingPartition:
 		k = ""
 	case key == nil:
 		return &lane{sh: sh}
@@ -195,14 +195,14 @@ func (e *Engine) laneFor(sh *shard, key []byte) *lane {
 }
 
 // ingest takes polled records into their queues.
-func (e *Engine) ingest(recs []*kgo.Record) {
+func (c *core) ingest(recs []*kgo.Record) {
 	touched := map[*shard]bool{}
 	for _, r := range recs {
-		stage := e.stageOf(r.Topic)
-		if stage == -1 && r.Topic != e.opts.ParkingTopic {
+		stage := c.stageOf(r.Topic)
+		if stage == -1 && r.Topic != c.opts.ParkingTopic {
 			continue // not ours
 		}
-		sh := e.shardFor(r.Partition)
+		sh := c.shardFor(r.Partition)
 		q := sh.queues[r.Topic]
 		if q == nil || r.Offset < q.seen {
 			continue // fetched again after a rewind: already taken
@@ -216,34 +216,34 @@ func (e *Engine) ingest(recs []*kgo.Record) {
 			sh.backlog = append(sh.backlog, r)
 			continue
 		}
-		e.accept(sh, q, r)
+		c.accept(sh, q, r)
 	}
 	now := time.Now()
 	for sh := range touched {
-		e.updatePauses(sh, now)
+		c.updatePauses(sh, now)
 	}
 }
 
 // accept takes one record into its queue and lane.
-func (e *Engine) accept(sh *shard, q *queue, r *kgo.Record) {
+func (c *core) accept(sh *shard, q *queue, r *kgo.Record) {
 	switch q.stage {
 	case 0:
 		o, _ := retrytopics.ReadOrigin(r, true, 0)
-		en := e.newEntry(q, r, &o)
-		l := e.laneFor(sh, r.Key)
-		if e.parking() && l.keyed && l.blocked() {
-			e.park(l, en)
+		en := c.newEntry(q, r, &o)
+		l := c.laneFor(sh, r.Key)
+		if c.parking() && l.keyed && l.blocked() {
+			c.park(l, en)
 			return
 		}
-		e.push(l, en)
+		c.push(l, en)
 	case parkStage:
-		e.acceptParking(sh, q, r)
+		c.acceptParking(sh, q, r)
 	default:
 		o, err := retrytopics.ReadOrigin(r, false, int64(q.stage))
 		if err != nil {
-			e.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
+			c.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
 		}
-		q.due.Add(e.newEntry(q, r, &o), o.Due)
+		q.due.Add(c.newEntry(q, r, &o), o.Due)
 	}
 }
 
@@ -261,20 +261,20 @@ func popFront[T any](s *[]*T) *T {
 }
 
 // push appends en to lane l and marks the lane ready if it is idle.
-func (e *Engine) push(l *lane, en *entry) {
+func (c *core) push(l *lane, en *entry) {
 	l.wait = append(l.wait, en)
-	e.markReady(l)
+	c.markReady(l)
 }
 
-func (e *Engine) markReady(l *lane) {
+func (c *core) markReady(l *lane) {
 	if l.queued || l.running != nil || len(l.wait) == 0 {
 		return
 	}
 	l.queued = true
 	if l.wait[0].q.stage == 0 {
-		e.ready = append(e.ready, l)
+		c.ready = append(c.ready, l)
 	} else {
-		e.retryReady = append(e.retryReady, l)
+		c.retryReady = append(c.retryReady, l)
 	}
 }
 

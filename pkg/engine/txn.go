@@ -10,92 +10,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kretry/kretry/pkg/delivery"
-	"github.com/kretry/kretry/pkg/flow"
 )
 
-// This file is the transaction: what one carries (prepare) and how it runs
-// (commit): Begin, the moves, the offset commit of every settled prefix,
-// End, then the bookkeeping of what committed (DESIGN.md invariant 2).
-
-// txn is what one transaction carries.
-type txn struct {
-	gen      uint64
-	moves    []move
-	offsets  map[string]map[int32]kgo.EpochOffset
-	after    []func()
-	records  int
-	barriers []*shard
-	// fetched are the group's commits at the assignment (see fetched.go).
-	fetched groupCommits
-}
-
-// prepare collects the moves and commit offsets of every settled prefix,
-// the moves of settled parking entries (see parking.go: they are idempotent
-// through their settle ops) and pending barriers. It returns nil when there
-// is nothing new.
-func (e *Engine) prepare() *txn {
-	e.lastCommit = time.Now()
-	e.commitSoon = false
-	tx := &txn{gen: e.gen, offsets: map[string]map[int32]kgo.EpochOffset{}, fetched: e.fetched}
-	take := func(en *entry) {
-		if en.moved {
-			return
-		}
-		en.moved = true
-		tx.moves = append(tx.moves, en.moves...)
-		tx.after = append(tx.after, en.after...)
-	}
-	advanced := false
-	tx.moves = append(tx.moves, e.loose...)
-	tx.after = append(tx.after, e.looseAfter...)
-	e.loose, e.looseAfter = nil, nil
-	for _, sh := range e.shards {
-		if sh.barrierPending && (e.fetched != nil || e.fetchWaited) { // see fetched.go
-			tx.moves = append(tx.moves, move{rec: e.barrierRecord(sh)})
-			tx.barriers = append(tx.barriers, sh)
-		}
-		for _, q := range sh.order {
-			if q.stage == parkStage {
-				for _, en := range q.entries {
-					if en.settled {
-						take(en)
-					}
-				}
-			}
-			n := 0
-			for n < len(q.entries) && q.entries[n].settled {
-				take(q.entries[n])
-				n++
-			}
-			if n > 0 {
-				last := q.entries[n-1].rec
-				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
-				clear(q.entries[:n]) // the backing array must not keep them alive
-				q.entries = q.entries[n:]
-				q.settledHead = 0
-				tx.records += n
-				advanced = true
-			}
-			if q.hasCommit {
-				if tx.offsets[q.topic] == nil {
-					tx.offsets[q.topic] = map[int32]kgo.EpochOffset{}
-				}
-				tx.offsets[q.topic][sh.p] = q.commit
-			}
-		}
-		// A partition paused because it held MaxPending records resumes
-		// now that they left, not at the next dispatch: with every
-		// partition paused the loop's poll would wait a whole
-		// CommitInterval for a record that cannot come.
-		e.updatePauses(sh, e.lastCommit)
-	}
-	if !advanced && len(tx.moves) == 0 {
-		return nil
-	}
-	return tx
-}
+// This file runs a transaction (commit): Begin, the moves, the offset
+// commit of every settled prefix, End (DESIGN.md invariant 2). What one
+// carries, and the bookkeeping once it committed, are the core's
+// (batch.go).
 
 // transactionTimeout is the producer's transaction timeout and the bound on
 // one commit: a transaction open longer is aborted by its coordinator
@@ -151,7 +71,10 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 	if err != nil || !committed {
 		return e.notCommitted(tx, try, err)
 	}
-	e.committed(tx)
+	e.stats.Batches.Add(1)
+	e.mu.Lock()
+	e.core.committed(tx)
+	e.unlock()
 	return nil
 }
 
@@ -290,9 +213,9 @@ func (e *Engine) notCommitted(tx *txn, try kgo.TransactionEndTry, err error) err
 	}
 	e.mu.Lock()
 	if tx.gen == e.gen {
-		e.resetLocked()
+		e.reset()
 	}
-	e.mu.Unlock()
+	e.unlock()
 	e.waitDeliveries(e.opts.DeliveryTimeout + time.Second)
 	if err != nil {
 		// An End that failed may have returned before rewinding the
@@ -307,40 +230,4 @@ func (e *Engine) notCommitted(tx *txn, try kgo.TransactionEndTry, err error) err
 		return fmt.Errorf("%w: the transaction did not end: %w", errSessionReset, err)
 	}
 	return nil
-}
-
-// committed runs what waits for tx's commit: the after-commit functions,
-// the barriers' bookkeeping, the counters and the observer's Moved events.
-func (e *Engine) committed(tx *txn) {
-	e.stats.Batches.Add(1)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if tx.gen != e.gen {
-		return
-	}
-	for _, f := range tx.after {
-		f()
-	}
-	for _, sh := range tx.barriers {
-		sh.barrierPending = false
-	}
-	for _, m := range tx.moves {
-		switch m.ev.Kind {
-		case flow.MoveRetry:
-			if i := e.plan.Stage(m.ev.To); i > 0 {
-				e.stats.Retried[i-1].Add(1)
-			}
-		case flow.MoveDeadLetter:
-			if m.ev.Class == string(delivery.ClassExhausted) {
-				e.stats.Exhausted.Add(1)
-			} else {
-				e.stats.Permanent.Add(1)
-			}
-		case flow.MovePark:
-			e.stats.Parked.Add(1)
-		default:
-			continue
-		}
-		e.obs.Moved(m.ev)
-	}
 }
