@@ -98,13 +98,45 @@ func (e *Engine) instanceTaken() bool {
 	return false
 }
 
+// takeoverWindow is how long resetSession looks for a takeover in the
+// group before it rebuilds the session, when the client had no broker
+// trouble in the last troubleWindow. A duplicate loads its producer ID
+// beside its group join (loadProducerID), so its producer can fence ours
+// before its member shows in the group: asked at once, the group showed
+// only us, the session was rebuilt, and our rejoin fenced the newer
+// instance instead (e2e's TestDuplicateOfATwoTopicProcess).
+const takeoverWindow = 3 * time.Second
+
+// takenWithin asks the group whether another member holds our instance id
+// (instanceTaken) every 100ms, for at most d or until ctx ends; false at
+// once without an instance id.
+func (e *Engine) takenWithin(ctx context.Context, d time.Duration) bool {
+	if e.opts.InstanceID == "" {
+		return false
+	}
+	deadline := time.Now().Add(d)
+	for {
+		if e.instanceTaken() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // resetSession replaces the group transact session after errSessionReset:
 // the old one closes (a static member does not leave, so the new one takes
 // its partitions back at once), every partition's state is dropped, and the
 // records after the last commit are delivered again.
 //
 // Whether another process took our identity over is asked of the group
-// (instanceTaken), with static membership. Without it the group cannot
+// (takenWithin), with static membership. Without it the group cannot
 // tell, and two resets within a minute end Run: a producer that keeps being
 // fenced has a twin (the same transactional id). With it, repeated resets
 // mean a broker outage that outlasts a session (a coordinator down for
@@ -117,7 +149,11 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// then fails without saying "fenced" (an epoch bumped under it) and
 	// only the group tells. Rejoining under our instance id would fence
 	// the newer instance instead of us.
-	if !errors.Is(cause, errPardoned) && e.instanceTaken() && !e.pardonTakeover(cause, time.Now()) {
+	window := takeoverWindow
+	if ago, ok := e.trouble.since(time.Now()); ok && ago <= troubleWindow {
+		window = 0 // an outage: pardonTakeover takes a takeover then for our own orphan anyway
+	}
+	if !errors.Is(cause, errPardoned) && e.takenWithin(ctx, window) && !e.pardonTakeover(cause, time.Now()) {
 		// Name what the broker answered (the failed End), not the
 		// producer's state-machine error at the next Begin.
 		why := cause

@@ -67,36 +67,46 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if err := e.fetchErrors(fetches); err != nil {
 			e.sess.AllowRebalance()
-			if errors.Is(err, errSessionReset) {
-				if err = e.resetSession(ctx, err); err == nil {
-					continue
-				}
+			if err = e.survive(ctx, err); err != nil {
+				return err
 			}
-			return err
+			continue
 		}
-
-		e.mu.Lock()
-		e.ingest(fetches.Records())
-		e.launch(e.dispatch(time.Now()), false)
-		var tx *txn
-		if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.commitSoon || e.barrierDue {
-			e.barrierDue = false
-			tx = e.prepare()
-		}
-		e.unlock()
-		if tx != nil {
+		if tx := e.turn(fetches.Records()); tx != nil {
 			if err := e.commit(tx, e.opts.txnTimeout); err != nil {
 				e.sess.AllowRebalance()
-				if errors.Is(err, errSessionReset) {
-					if err = e.resetSession(ctx, err); err == nil {
-						continue
-					}
+				if err = e.survive(ctx, err); err != nil {
+					return err
 				}
-				return err
+				continue
 			}
 		}
 		e.sess.AllowRebalance()
 	}
+}
+
+// turn is the loop's turn on the core: it ingests recs, begins and runs
+// the deliveries that may start, and returns the transaction due now (nil
+// when none is).
+func (e *Engine) turn(recs []*kgo.Record) (tx *txn) {
+	e.mu.Lock()
+	defer e.unlock()
+	e.ingest(recs)
+	e.launch(e.dispatch(time.Now()), false)
+	if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.commitSoon || e.barrierDue {
+		e.barrierDue = false
+		tx = e.prepare()
+	}
+	return tx
+}
+
+// survive rebuilds the session after an errSessionReset and returns nil
+// when that worked; any other error is returned as it is.
+func (e *Engine) survive(ctx context.Context, err error) error {
+	if errors.Is(err, errSessionReset) {
+		return e.resetSession(ctx, err)
+	}
+	return err
 }
 
 // poll waits for records until the next commit or due time, or until a
