@@ -30,7 +30,7 @@ type txn struct {
 // is nothing new.
 func (c *core) prepare() *txn {
 	c.lastCommit = time.Now()
-	c.commitSoon = false
+	c.commitSoon, c.barrierDue = false, false
 	tx := &txn{gen: c.gen, offsets: map[string]map[int32]kgo.EpochOffset{}, fetched: c.fetched}
 	take := func(en *entry) {
 		if en.moved {
@@ -88,6 +88,13 @@ func (c *core) prepare() *txn {
 		return nil
 	}
 	return tx
+}
+
+// txnDue reports whether the next transaction is due at now:
+// CommitInterval after the last, once a partition's settled prefix reached
+// MaxPending/2 (commitSoon, see settle), or for a barrier (barrierDue).
+func (c *core) txnDue(now time.Time) bool {
+	return now.Sub(c.lastCommit) >= c.opts.CommitInterval || c.commitSoon || c.barrierDue
 }
 
 // committed runs what waits for tx's commit: the after-commit functions,

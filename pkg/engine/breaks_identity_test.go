@@ -352,8 +352,12 @@ func TestDuplicateWhoseJoinLagsFencesTheOlder(t *testing.T) {
 		switch joins.Add(1) {
 		case 1: // the duplicate's
 			c.SleepControl(func() {
-				<-asked
-				time.Sleep(200 * time.Millisecond) // the older engine has its answer
+				select {
+				case <-asked:
+					time.Sleep(200 * time.Millisecond) // the older engine has its answer
+				case <-time.After(10 * time.Second):
+					t.Error("the older engine did not ask the group within 10s of its failed End")
+				}
 			})
 		case 2: // the older engine's rejoin after a rebuilt session
 			c.SleepControl(func() {
@@ -394,7 +398,13 @@ func TestDuplicateWhoseJoinLagsFencesTheOlder(t *testing.T) {
 			<-r.eng.Joined()
 			close(bJoined)
 		}()
-		c.SleepControl(func() { <-bInit })
+		c.SleepControl(func() {
+			select {
+			case <-bInit:
+			case <-time.After(10 * time.Second):
+				t.Error("the duplicate's InitProducerID did not come within 10s")
+			}
+		})
 		endDone.Store(true)
 		return nil, nil, false
 	})

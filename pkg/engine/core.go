@@ -21,7 +21,9 @@ import (
 //     partitions to pause or resume (takePauses), the next transaction
 //     (prepare), and whether the loop must wake (takeWake).
 //
-// It holds no lock and no Kafka client, starts no goroutine and no timer:
+// It has no lock of its own and no Kafka client, and starts no goroutine
+// and no timer (it calls Options.Overload, which locks its own state, and
+// the Observer):
 // Engine, the shell around it, polls, delivers, commits and feeds the
 // events back, one at a time under Engine.mu, which is its one owner. So
 // a test drives it with records it makes, with no broker (core_test.go,

@@ -251,7 +251,8 @@ func TestCorePausesATierUntilDue(t *testing.T) {
 		g.c.takePauses()
 		g.source("k")
 		g.answer(g.dispatch()[0], e503)
-		g.commit()
+		g.c.takeWake()
+		g.commit() // the retry is read back from the tier, not yet due
 		tier := g.c.plan.Tiers[0].Topic
 		g.dispatch()
 		pause, resume, _ := g.c.takePauses()
@@ -286,6 +287,9 @@ func TestCoreResetDropsResultsInFlight(t *testing.T) {
 	g.c.takePauses() // the source is full: paused, as the client was told
 	g.c.reset()
 	g.answer(rs[0], e422)
+	if n := g.c.stats.Failed.Load(); n != 0 {
+		t.Fatalf("a result of a dropped generation was routed (Failed = %d)", n)
+	}
 	if g.c.prepare() != nil {
 		t.Fatal("a result of a dropped generation reached a transaction")
 	}

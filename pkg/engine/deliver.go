@@ -14,7 +14,8 @@ import (
 // and feeds their results back (finish): the shell's side of dispatch.go.
 
 // launch runs the deliveries rs that the core began; e.mu is held. Each
-// joins its cohort's deadline (deadline.go) and counts in e.deliveries.
+// joins its cohort's deadline (deadline.go) and counts in e.deliveries and
+// Stats.InFlight (finish takes it out of both).
 // With reuse the first is returned for the caller's goroutine to run
 // instead of a new one (see run); the others get goroutines.
 func (e *Engine) launch(rs []*result, reuse bool) (next *result) {
@@ -23,6 +24,7 @@ func (e *Engine) launch(rs []*result, reuse bool) (next *result) {
 	}
 	now := time.Now()
 	for i, r := range rs {
+		e.stats.InFlight.Add(1)
 		e.deliveries.Add(1)
 		e.deadlines.join(r, now)
 		if reuse && i == 0 {
@@ -97,7 +99,7 @@ func (e *Engine) finish(r *result, reuse bool) (next *result) {
 	if !e.needAbort.Load() {
 		next = e.launch(e.startReady(), reuse)
 	}
-	early := e.commitSoon
+	early := e.commitSoon // a transaction is due: the loop must not wait out its poll
 	e.unlock()
 	e.deliveries.Done()
 	if early {

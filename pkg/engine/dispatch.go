@@ -46,6 +46,7 @@ func (c *core) dispatch(now time.Time) []*result {
 // next call). A finished delivery calls it (not dispatch: its cost must
 // not grow with the partitions), so a freed slot is used at once.
 func (c *core) startReady() []*result {
+	clear(c.started) // the buffer must not keep finished deliveries alive
 	c.started = c.started[:0]
 	if c.stopping {
 		return nil
@@ -140,6 +141,5 @@ func (c *core) begin(l *lane, ticket overload.Ticket, now time.Time) {
 	}
 	setRedrive(m, o) // redrive
 	en.started = now.Sub(monoStart)
-	c.stats.InFlight.Add(1)
 	c.started = append(c.started, &result{gen: c.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket})
 }

@@ -71,7 +71,7 @@
 // events (records fetched, a delivery's result, the loop's turn, a
 // transaction committed or dropped, an assignment) and returns effects
 // (deliveries to run, partitions to pause or resume, the next
-// transaction, a wake of the loop); it holds no lock, makes no Kafka call
+// transaction, a wake of the loop); it has no lock of its own, makes no Kafka call
 // and starts no goroutine, so tests drive it with no broker. Engine is the
 // shell around it, and each part of the shell calls into the core under
 // one mutex (Engine.mu), which makes it the core's one owner while it

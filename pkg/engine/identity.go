@@ -61,7 +61,7 @@ var errSessionReset = errors.New("transactional session must be rebuilt")
 // the group: another member holds our instance id — unless that member is
 // our own orphan (see pardonTakeover).
 func (e *Engine) fencedOrReset(err error) error {
-	if errors.Is(err, kerr.FencedInstanceID) || e.instanceTaken() {
+	if errors.Is(err, kerr.FencedInstanceID) || e.instanceTaken(context.Background()) {
 		if e.pardonTakeover(err, time.Now()) {
 			return fmt.Errorf("%w: %w: %w", errSessionReset, errPardoned, err)
 		}
@@ -76,7 +76,7 @@ func (e *Engine) fencedOrReset(err error) error {
 // UNKNOWN_MEMBER_ID, as when a broker outage outlasted our session: the
 // group may list our own new member before the join's answer tells us its
 // id), it reports false.
-func (e *Engine) instanceTaken() bool {
+func (e *Engine) instanceTaken(ctx context.Context) bool {
 	if e.opts.InstanceID == "" {
 		return false
 	}
@@ -84,7 +84,7 @@ func (e *Engine) instanceTaken() bool {
 	if ours == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	gs, err := e.adm.DescribeGroups(ctx, e.opts.Group)
 	if err != nil {
@@ -104,7 +104,8 @@ func (e *Engine) instanceTaken() bool {
 // beside its group join (loadProducerID), so its producer can fence ours
 // before its member shows in the group: asked at once, the group showed
 // only us, the session was rebuilt, and our rejoin fenced the newer
-// instance instead (e2e's TestDuplicateOfATwoTopicProcess).
+// instance instead (e2e's TestDuplicateOfATwoTopicProcess). So a reset
+// with an instance id and no broker trouble takes at least this long.
 const takeoverWindow = 3 * time.Second
 
 // takenWithin asks the group whether another member holds our instance id
@@ -116,7 +117,7 @@ func (e *Engine) takenWithin(ctx context.Context, d time.Duration) bool {
 	}
 	deadline := time.Now().Add(d)
 	for {
-		if e.instanceTaken() {
+		if e.instanceTaken(ctx) {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -149,11 +150,21 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// then fails without saying "fenced" (an epoch bumped under it) and
 	// only the group tells. Rejoining under our instance id would fence
 	// the newer instance instead of us.
+	//
+	// The state is dropped first: no delivery starts while the group is
+	// asked, and nothing is left to commit if Run stops meanwhile.
+	e.mu.Lock()
+	e.reset()
+	e.unlock()
 	window := takeoverWindow
 	if ago, ok := e.trouble.since(time.Now()); ok && ago <= troubleWindow {
 		window = 0 // an outage: pardonTakeover takes a takeover then for our own orphan anyway
 	}
-	if !errors.Is(cause, errPardoned) && e.takenWithin(ctx, window) && !e.pardonTakeover(cause, time.Now()) {
+	taken := !errors.Is(cause, errPardoned) && e.takenWithin(ctx, window)
+	if ctx.Err() != nil {
+		return nil // stopping: no rejoin under our instance id, which a duplicate may hold now
+	}
+	if taken && !e.pardonTakeover(cause, time.Now()) {
 		// Name what the broker answered (the failed End), not the
 		// producer's state-machine error at the next Begin.
 		why := cause

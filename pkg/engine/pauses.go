@@ -2,9 +2,9 @@ package engine
 
 import "time"
 
-// This file decides which partitions are paused (updatePauses, the
-// core's) and tells the client (applyPauses, the shell's), from the loop
-// only and never under e.mu.
+// This file decides which partitions are paused (updatePauses and
+// wantPaused, the core's, under e.mu like all of the core) and tells the
+// client (applyPauses, the shell's: from the loop only, never under e.mu).
 
 // updatePauses decides which of sh's partitions pause: a restoring shard's
 // tiers, and its source once MaxPending of its records wait in the

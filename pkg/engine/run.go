@@ -40,7 +40,9 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	e.log.Info("consuming", "tiers", len(e.plan.Tiers), "dlq", e.plan.DLQ, "ordering", e.opts.Ordering, "partitions", e.topics.Partitions)
 	go e.loadProducerID(hard, e.sess.Client())
+	e.mu.Lock()
 	e.lastCommit = time.Now()
+	e.unlock()
 	for {
 		if ctx.Err() != nil {
 			err := e.shutdown()
@@ -93,8 +95,7 @@ func (e *Engine) turn(recs []*kgo.Record) (tx *txn) {
 	defer e.unlock()
 	e.ingest(recs)
 	e.launch(e.dispatch(time.Now()), false)
-	if time.Since(e.lastCommit) >= e.opts.CommitInterval || e.commitSoon || e.barrierDue {
-		e.barrierDue = false
+	if e.txnDue(time.Now()) {
 		tx = e.prepare()
 	}
 	return tx

@@ -62,7 +62,7 @@ type queue struct {
 	// paused is what the engine wants (updatePauses); applied what the
 	// client was told (applyPauses).
 	paused, applied bool
-	// pauseQueued: the queue is in Engine.pauseQueue.
+	// pauseQueued: the queue is in core.pauseQueue.
 	pauseQueued bool
 }
 
