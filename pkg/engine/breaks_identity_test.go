@@ -128,18 +128,8 @@ func TestDuplicateJoiningMidTransactionFencesTheOlder(t *testing.T) {
 	if !errors.As(ra.res, &fe) {
 		t.Errorf("the older engine's Run = %v, want a *FencedError", ra.res)
 	}
-	time.Sleep(3 * time.Second) // a rejoin by the older engine would fence the newer by now
-	if done, err := rb.stopped(); done {
-		t.Fatalf("the newer engine stopped: %v", err)
-	}
-	eventually(t, "the newer engine delivering every w record", func() bool {
-		for i := range 3 {
-			if len(b.callsForValue(fmt.Sprintf("w%d", i))) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	newerStillRuns(t, rb)
+	eventually(t, "the newer engine delivering every w record", deliveredAll(b, "w", 3))
 }
 
 // The same takeover with the duplicate's InitProducerID landing between the
@@ -219,19 +209,9 @@ func TestDuplicateFencingAnEndFencesTheOlder(t *testing.T) {
 	if r == nil {
 		t.Fatal("the duplicate never started")
 	}
-	time.Sleep(3 * time.Second) // a rejoin by the older engine would have fenced the newer by now
-	if done, err := r.stopped(); done {
-		t.Fatalf("the newer engine stopped: %v", err)
-	}
+	newerStillRuns(t, r)
 	e.produce(e.values("w", 3, 1)...)
-	eventually(t, "the newer engine delivering every w record", func() bool {
-		for i := range 3 {
-			if len(b.callsForValue(fmt.Sprintf("w%d", i))) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, "the newer engine delivering every w record", deliveredAll(b, "w", 3))
 }
 
 // An engine stopped while its first JoinGroup is under way (SIGTERM in the
@@ -423,17 +403,31 @@ func TestDuplicateWhoseJoinLagsFencesTheOlder(t *testing.T) {
 	if r == nil {
 		t.Fatal("the duplicate never started")
 	}
-	time.Sleep(3 * time.Second) // a rejoin by the older engine would have fenced the newer by now
+	newerStillRuns(t, r)
+	e.produce(e.values("w", 3, 1)...)
+	eventually(t, "the newer engine delivering every w record", deliveredAll(b, "w", 3))
+}
+
+// newerStillRuns fails t if the newer engine r of a takeover stopped
+// within 3s of the older one: a rejoin by the older engine would have
+// fenced it by then.
+func newerStillRuns(t *testing.T, r *running) {
+	t.Helper()
+	time.Sleep(3 * time.Second)
 	if done, err := r.stopped(); done {
 		t.Fatalf("the newer engine stopped: %v", err)
 	}
-	e.produce(e.values("w", 3, 1)...)
-	eventually(t, "the newer engine delivering every w record", func() bool {
-		for i := range 3 {
-			if len(b.callsForValue(fmt.Sprintf("w%d", i))) == 0 {
+}
+
+// deliveredAll reports whether d has seen each of the values
+// prefix0..prefix(n-1).
+func deliveredAll(d *recorder, prefix string, n int) func() bool {
+	return func() bool {
+		for i := range n {
+			if len(d.callsForValue(fmt.Sprintf("%s%d", prefix, i))) == 0 {
 				return false
 			}
 		}
 		return true
-	})
+	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,12 +45,7 @@ func newRig(t *testing.T, ordering flow.Ordering, tune func(*Options)) *rig {
 	if tune != nil {
 		tune(&o)
 	}
-	if err := o.setDefaults(); err != nil {
-		t.Fatal(err)
-	}
-	c := &core{opts: o, plan: plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
-		shards: map[int32]*shard{}, topics: &retrytopics.Topics{}, hard: t.Context()}
-	c.stats.Retried = make([]atomic.Int64, len(plan.Tiers))
+	c := newTestCore(t, o)
 	g := &rig{t: t, c: c, logs: map[string][]*kgo.Record{}}
 	c.assign(map[string][]int32{src: {0}})
 	c.offsetsFetched(groupCommits{})
@@ -60,6 +56,18 @@ func newRig(t *testing.T, ordering flow.Ordering, tune func(*Options)) *rig {
 		}
 	}
 	return g
+}
+
+// newTestCore is a core with the options o (defaults set) and no broker.
+func newTestCore(t *testing.T, o Options) *core {
+	t.Helper()
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	c := &core{opts: o, plan: o.Plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
+		shards: map[int32]*shard{}, topics: &retrytopics.Topics{}, hard: context.Background()}
+	c.stats.Retried = make([]atomic.Int64, len(o.Plan.Tiers))
+	return c
 }
 
 // read writes r at the end of its topic, partition 0, and ingests it.

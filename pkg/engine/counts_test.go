@@ -1,12 +1,8 @@
 package engine
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,12 +34,7 @@ func newSim(t *testing.T, policy flow.OnDeadLetter) *sim {
 		Tiers: []retrytopics.Tier{{Topic: retrytopics.TierTopic(src, time.Minute), Delay: time.Minute}}}
 	o := Options{Brokers: []string{"unused"}, Plan: plan, Group: "g", Deliverer: delivery.HandlerFunc(nil),
 		Ordering: flow.OrderingKey, ParkingTopic: retrytopics.ParkingTopic(src), OnDeadLetter: policy}
-	if err := o.setDefaults(); err != nil {
-		t.Fatal(err)
-	}
-	e := &core{opts: o, plan: plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
-		shards: map[int32]*shard{}, topics: &retrytopics.Topics{}, hard: context.Background()}
-	e.stats.Retried = make([]atomic.Int64, len(plan.Tiers))
+	e := newTestCore(t, o)
 	s := &sim{t: t, c: e, logs: map[string][]*kgo.Record{}}
 	s.sh = e.shardFor(0)
 	s.read(e.barrierRecord(s.sh)) // restored from an empty parking partition

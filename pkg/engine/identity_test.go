@@ -176,14 +176,7 @@ func TestCleanStopOfStaticMemberHandsOver(t *testing.T) {
 	}
 	start := time.Now()
 	e.produce(e.values("w", 4, 2)...)
-	eventually(t, "the other instance delivering every partition", func() bool {
-		for i := range 4 {
-			if len(b.callsForValue(fmt.Sprintf("w%d", i))) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, "the other instance delivering every partition", deliveredAll(b, "w", 4))
 	took := time.Since(start)
 	t.Logf("the other instance delivered the stopped one's partitions %v after the stop (session timeout 30s)", took.Round(time.Millisecond))
 	if took > 15*time.Second {
