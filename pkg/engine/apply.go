@@ -14,31 +14,26 @@ import (
 // or the DLQ (retrytopics.Plan.Route), and builds the move a transaction
 // will write.
 
-// settle marks en settled: the next transaction takes its moves and, once
-// the entries before it settled too, commits past it. The transaction is
-// due before CommitInterval (commitSoon) once the settled prefix of en's
-// queue reaches MaxPending/2 entries: it then lets go of at least that
-// many before the queue fills and its partition pauses (pauses.go).
+// settle marks en settled: the next transaction takes its moves (see
+// progress.go). The transaction is due before CommitInterval (commitSoon)
+// once MaxPending/2 entries of en's queue settled since the last one: it
+// then lets go of them before the queue fills and its partition pauses
+// (pauses.go).
 //
-// The rule counts what a transaction can commit, per partition as
-// MaxPending is. Counting settled records over all partitions, as it did
-// before, committed as soon as any 2,048 had settled, though deliveries
-// end out of offset order (64 at a time over many keys) and the head of a
-// partition was often still in flight: on Kafka, where a transaction takes
-// ~15-40ms, half the transactions of a backlog committed under 50 records
-// and the transactions bounded the throughput (issue 10). Parking entries
-// are settled by their own rules (see prepare) and make no transaction
-// due.
+// The rule counts per partition, as MaxPending is. Counting settled
+// records over all partitions, as it did before, committed as soon as any
+// 2,048 had settled: on Kafka, where a transaction takes ~15-40ms, half
+// the transactions of a backlog then carried under 50 records and the
+// transactions bounded the throughput (issue 10). Parking entries are
+// settled by their own rules (see prepare) and make no transaction due.
 func (c *core) settle(en *entry) {
 	en.settled = true
 	q := en.q
 	if q.stage == parkStage {
 		return
 	}
-	for q.settledHead < len(q.entries) && q.entries[q.settledHead].settled {
-		q.settledHead++
-	}
-	if q.settledHead >= c.opts.MaxPending/2 {
+	q.fresh++
+	if q.fresh >= c.opts.MaxPending/2 {
 		c.commitSoon = true
 	}
 }

@@ -16,7 +16,7 @@ import (
 type txn struct {
 	gen      uint64
 	moves    []move
-	offsets  map[string]map[int32]kgo.EpochOffset
+	offsets  groupCommits
 	after    []func()
 	records  int
 	barriers []*shard
@@ -24,14 +24,15 @@ type txn struct {
 	fetched groupCommits
 }
 
-// prepare collects the moves and commit offsets of every settled prefix,
-// the moves of settled parking entries (see parking.go: they are idempotent
-// through their settle ops) and pending barriers. It returns nil when there
-// is nothing new.
+// prepare collects the moves of every settled entry that may go (see
+// progress.go), the moves of settled parking entries (see parking.go: they
+// are idempotent through their settle ops), pending barriers, and the
+// commit of every partition the engine knows. It returns nil when there is
+// nothing new.
 func (c *core) prepare() *txn {
 	c.lastCommit = time.Now()
 	c.commitSoon, c.barrierDue = false, false
-	tx := &txn{gen: c.gen, offsets: map[string]map[int32]kgo.EpochOffset{}, fetched: c.fetched}
+	tx := &txn{gen: c.gen, offsets: groupCommits{}, fetched: c.fetched}
 	take := func(en *entry) {
 		if en.moved {
 			return
@@ -50,33 +51,24 @@ func (c *core) prepare() *txn {
 			tx.barriers = append(tx.barriers, sh)
 		}
 		for _, q := range sh.order {
+			var cp commitPoint
+			var ok bool
+			n := len(q.entries)
 			if q.stage == parkStage {
-				for _, en := range q.entries {
-					if en.settled {
-						take(en)
-					}
-				}
+				cp, ok = c.takeParking(q, take)
+			} else {
+				cp, ok = c.takeDone(q, take)
+				q.fresh = 0
 			}
-			n := 0
-			for n < len(q.entries) && q.entries[n].settled {
-				take(q.entries[n])
-				n++
+			tx.records += n - len(q.entries)
+			if !ok {
+				continue
 			}
-			if n > 0 {
-				last := q.entries[n-1].rec
-				q.commit = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
-				clear(q.entries[:n]) // the backing array must not keep them alive
-				q.entries = q.entries[n:]
-				q.settledHead = 0
-				tx.records += n
+			if cp != q.commit {
 				advanced = true
 			}
-			if q.hasCommit {
-				if tx.offsets[q.topic] == nil {
-					tx.offsets[q.topic] = map[int32]kgo.EpochOffset{}
-				}
-				tx.offsets[q.topic][sh.p] = q.commit
-			}
+			q.commit = cp
+			tx.offsets.set(q.topic, sh.p, cp)
 		}
 		// A partition paused because it held MaxPending records resumes
 		// now that they left, not at the next dispatch: with every
@@ -84,10 +76,48 @@ func (c *core) prepare() *txn {
 		// CommitInterval for a record that cannot come.
 		c.updatePauses(sh, c.lastCommit)
 	}
+	c.keepCommits(tx)
 	if !advanced && len(tx.moves) == 0 {
 		return nil
 	}
 	return tx
+}
+
+// takeParking hands the settled entries of parking queue q to take and
+// returns its commit point: past its settled prefix.
+func (c *core) takeParking(q *queue, take func(*entry)) (commitPoint, bool) {
+	for _, en := range q.entries {
+		if en.settled {
+			take(en)
+		}
+	}
+	n := 0
+	for n < len(q.entries) && q.entries[n].settled {
+		n++
+	}
+	cp := q.commit
+	if n > 0 {
+		last := q.entries[n-1].rec
+		cp = commitPoint{EpochOffset: kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}}
+		clear(q.entries[:n]) // the backing array must not keep them alive
+		q.entries = q.entries[n:]
+	}
+	return cp, q.hasCommit
+}
+
+// keepCommits adds to tx the group's commit, as the engine last knew it,
+// of every partition of the assignment it holds no queue state for (after
+// a reset, until its records are read again): a transaction rewrites the
+// commit of every partition, its metadata with it, and one the session
+// lists with no metadata would lose the records its map says are done.
+func (c *core) keepCommits(tx *txn) {
+	for topic, ps := range c.commits {
+		for p, cp := range ps {
+			if _, ok := tx.offsets[topic][p]; !ok && cp.Offset >= 0 {
+				tx.offsets.set(topic, p, cp)
+			}
+		}
+	}
 }
 
 // txnDue reports whether the next transaction is due at now:
@@ -105,6 +135,11 @@ func (c *core) committed(tx *txn) {
 	}
 	for _, f := range tx.after {
 		f()
+	}
+	for topic, ps := range tx.offsets {
+		for p, cp := range ps {
+			c.commits.set(topic, p, cp)
+		}
 	}
 	for _, sh := range tx.barriers {
 		sh.barrierPending = false

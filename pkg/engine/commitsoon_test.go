@@ -34,17 +34,16 @@ func (c *commits) Committed(ev CommitEvent) {
 	}
 }
 
-// TestEarlyCommitWaitsForACommittablePrefix: a transaction is due before
-// CommitInterval once a partition's settled prefix reaches MaxPending/2,
-// not once that many records settled anywhere. Partition 0's head is held
-// by the app while its 40 later records and partition 1's 10 settle. The
-// old rule (32 settled, over all partitions) fired while the head was
-// held, prepared a transaction with little or nothing to commit, and
-// started counting again; after the release nothing was due until
-// CommitInterval (here an hour; on a Kafka backlog, half its transactions
-// committed under 50 records, at ~15-40ms each: issue 10). The first
-// transaction must come at the release and carry all 51.
-func TestEarlyCommitWaitsForACommittablePrefix(t *testing.T) {
+// TestEarlyCommitTakesWhatSettled: a transaction is due before
+// CommitInterval once MaxPending/2 records of a partition settled since
+// the last one, wherever they stand: partition 0's head is held by the app
+// while its 40 later records and partition 1's 10 settle, and the
+// transaction comes while the head is still held and takes them (the
+// head's offset stays committed, the records past it listed done in the
+// commit's metadata; progress.go). Under the old rule, which took only a
+// partition's settled prefix, nothing of partition 0 went before its head
+// and 32 records of it could never make a transaction due.
+func TestEarlyCommitTakesWhatSettled(t *testing.T) {
 	e := newEnv(t, 2)
 	recs := []*kgo.Record{rec("h", "hold")}
 	for i := range 40 {
@@ -57,6 +56,7 @@ func TestEarlyCommitWaitsForACommittablePrefix(t *testing.T) {
 	}
 	e.produce(recs...)
 	release := make(chan struct{})
+	defer close(release)
 	var held sync.Once
 	heldCh := make(chan struct{})
 	app := delivery.HandlerFunc(func(ctx context.Context, m *delivery.Message) error {
@@ -71,25 +71,21 @@ func TestEarlyCommitWaitsForACommittablePrefix(t *testing.T) {
 		return e.app.Deliver(ctx, m)
 	})
 	o := e.options(app)
-	o.MaxPending = 64 // due at a prefix of 32
+	o.MaxPending = 64 // due at 32 settled
 	o.CommitInterval = time.Hour
 	o.DeliveryTimeout = time.Minute
 	obs := &commits{ch: make(chan struct{}, 1)}
 	o.Observer = obs
 	e.start(o)
 	<-heldCh
-	eventually(t, "the 50 records after the held one acknowledged", func() bool { return e.app.numAcked() == 50 })
-	close(release)
 	select {
 	case <-obs.ch:
 	case <-time.After(30 * time.Second):
-		obs.mu.Lock()
-		defer obs.mu.Unlock()
-		t.Fatalf("no transaction within 30s of the release (CommitInterval is an hour: the early commit did not come); transactions before: %v", obs.recs)
+		t.Fatal("no transaction within 30s while 40 records of partition 0 settled behind its held head (CommitInterval is an hour: the early commit did not come)")
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if obs.recs[0] != 51 {
-		t.Errorf("the first transaction committed past %d records, want 51 (all of them, once partition 0's head settled); all: %v", obs.recs[0], obs.recs)
+	if obs.recs[0] < 32 {
+		t.Errorf("the first transaction committed %d records, want at least 32 (MaxPending/2 of partition 0, behind its held head); all: %v", obs.recs[0], obs.recs)
 	}
 }

@@ -59,6 +59,12 @@ type core struct {
 	fetched     groupCommits
 	fetchWaited bool
 	assignments int
+	// commits are the group's commits of the assigned partitions as the
+	// engine last knew them: the assignment's OffsetFetch, then each
+	// transaction it committed. A queue created after a reset starts from
+	// them (progress.go); a transaction rewrites those it holds no queue
+	// state for (keepCommits).
+	commits groupCommits
 	// pauseQueue are the queues whose pause changed since takePauses;
 	// droppedResume the partitions the client has paused whose shards a
 	// reset dropped.

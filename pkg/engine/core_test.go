@@ -65,7 +65,7 @@ func newTestCore(t *testing.T, o Options) *core {
 		t.Fatal(err)
 	}
 	c := &core{opts: o, plan: o.Plan, log: slog.New(slog.NewTextHandler(io.Discard, nil)), obs: nopObserver{},
-		shards: map[int32]*shard{}, topics: &retrytopics.Topics{}, hard: context.Background()}
+		shards: map[int32]*shard{}, commits: groupCommits{}, topics: &retrytopics.Topics{}, hard: context.Background()}
 	c.stats.Retried = make([]atomic.Int64, len(o.Plan.Tiers))
 	return c
 }

@@ -194,11 +194,12 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 
 	e := &Engine{
 		core: core{
-			opts:   opts,
-			plan:   opts.Plan,
-			log:    log,
-			obs:    opts.Observer,
-			shards: map[int32]*shard{},
+			opts:    opts,
+			plan:    opts.Plan,
+			log:     log,
+			obs:     opts.Observer,
+			shards:  map[int32]*shard{},
+			commits: groupCommits{},
 			// instanceTag makes the barrier nonces unique (shard.go).
 			instanceTag: fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()),
 		},

@@ -49,9 +49,17 @@ func (c *core) offsetsWaitOver(n int) {
 	}
 }
 
-// groupCommits are the group's committed offsets per partition as the
-// assignment's OffsetFetch answered them; Offset -1 is no commit.
-type groupCommits map[string]map[int32]kgo.EpochOffset
+// groupCommits are a group's commits per partition; Offset -1 is no
+// commit.
+type groupCommits map[string]map[int32]commitPoint
+
+// set sets the commit of partition p of topic.
+func (g groupCommits) set(topic string, p int32, cp commitPoint) {
+	if g[topic] == nil {
+		g[topic] = map[int32]commitPoint{}
+	}
+	g[topic][p] = cp
+}
 
 // offsetsFetched is the group client's kgo.OnOffsetsFetched: it keeps the
 // answer's commits and lets a waiting barrier be written.
@@ -63,10 +71,19 @@ func (e *Engine) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.
 	return nil
 }
 
-// offsetsFetched keeps the assignment's group commits and lets a waiting
+// offsetsFetched keeps the assignment's group commits, starts the queues
+// of the assigned partitions from them (progress.go) and lets a waiting
 // barrier be written.
 func (c *core) offsetsFetched(commits groupCommits) {
 	c.fetched = commits
+	for topic, ps := range commits {
+		for p, cp := range ps {
+			c.commits.set(topic, p, cp)
+			if sh := c.shards[p]; sh != nil && sh.queues[topic] != nil && sh.queues[topic].stage != parkStage {
+				c.inherit(sh.queues[topic], cp)
+			}
+		}
+	}
 	for _, sh := range c.shards {
 		if sh.barrierPending {
 			c.barrierDue = true
@@ -81,21 +98,21 @@ func (c *core) offsetsFetched(commits groupCommits) {
 // request (a topic it cannot name is left out).
 func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) groupCommits {
 	commits := groupCommits{}
-	add := func(topic string, p int32, offset int64, epoch int32, code int16) {
+	add := func(topic string, p int32, offset int64, epoch int32, meta *string, code int16) {
 		if topic == "" || kerr.ErrorForCode(code) != nil {
 			return
 		}
-		if commits[topic] == nil {
-			commits[topic] = map[int32]kgo.EpochOffset{}
-		}
+		cp := commitPoint{EpochOffset: kgo.EpochOffset{Epoch: epoch, Offset: offset}}
 		if offset < 0 {
-			offset, epoch = -1, -1
+			cp.Offset, cp.Epoch = -1, -1
+		} else if meta != nil {
+			cp.Meta = *meta
 		}
-		commits[topic][p] = kgo.EpochOffset{Epoch: epoch, Offset: offset}
+		commits.set(topic, p, cp)
 	}
 	for _, t := range resp.Topics { // v0-v7
 		for _, p := range t.Partitions {
-			add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
+			add(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode)
 		}
 	}
 	var names map[[16]byte]string
@@ -112,7 +129,7 @@ func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.Off
 				topic = names[t.TopicID]
 			}
 			for _, p := range t.Partitions {
-				add(topic, p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode)
+				add(topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode)
 			}
 		}
 	}

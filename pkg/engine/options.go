@@ -120,6 +120,8 @@ type Options struct {
 	txnTimeout time.Duration
 	// authLimit, set by tests, replaces authFailureLimit.
 	authLimit time.Duration
+	// commitMetaBudget, set by tests, replaces offsetmap.DefaultBudget.
+	commitMetaBudget int
 	// beforeEnd, set by tests, runs after a transaction's moves are
 	// flushed and before it ends.
 	beforeEnd func()

@@ -84,6 +84,9 @@ func (c *core) park(l *lane, en *entry) {
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
 		Group: c.opts.Group, Source: c.plan.Source, From: en.q.topic, To: c.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
+	if h := l.running; h != nil && h.q == en.q && !h.settled {
+		en.behind = h // a spill: written with or after h's outcome (progress.go)
+	}
 	c.settle(en)
 	l.park.Park()
 	c.stats.ParkedRecords.Add(1)

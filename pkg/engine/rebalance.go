@@ -34,6 +34,7 @@ func (e *Engine) assigned(m map[string][]int32) {
 // the assignment's number, for offsetsWaitOver.
 func (c *core) assign(m map[string][]int32) int {
 	c.fetched, c.fetchWaited = nil, false
+	c.commits = groupCommits{} // the OffsetFetch answers them (offsetsFetched)
 	c.assignments++
 	for _, p := range m[c.plan.Source] {
 		c.shardFor(p)
@@ -60,6 +61,7 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 	}
 	e.mu.Lock()
 	e.reset()
+	e.commits = groupCommits{} // no longer ours: never rewritten (keepCommits)
 	stopping := e.stopping
 	e.unlock()
 	e.needAbort.Store(true)

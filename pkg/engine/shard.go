@@ -45,15 +45,20 @@ type queue struct {
 	topic   string
 	stage   int // 0 source, i tier i, parkStage
 	entries []*entry
-	// settledHead counts the leading entries known settled: the prefix the
-	// next transaction commits past (see settle).
-	settledHead int
+	// fresh counts the entries settled since the last transaction (see
+	// settle).
+	fresh int
 	// due is, for a tier, its entries not yet handed to their lanes, with
 	// their due times.
 	due retrytopics.Schedule[*entry]
-	// commit is the offset to commit: the first entry not settled.
-	commit    kgo.EpochOffset
+	// commit is the offset to commit: the first record not done (see
+	// progress.go). Its Meta lists, for the source and the tiers, the
+	// records past it that are done.
+	commit    commitPoint
 	hasCommit bool
+	// progress is what the source's and the tiers' queues know of the
+	// records past their committed offset (progress.go).
+	progress
 	// seen is the offset after the last record taken; records below it
 	// (fetched again after a rewind) are skipped.
 	seen int64
@@ -90,6 +95,10 @@ type entry struct {
 	// gapAfter is set on a released parked record behind a dead-lettered
 	// head (kretry-gap-after).
 	gapAfter string
+	// behind is the unsettled source record of its key that this parked
+	// source record waits behind (a spill): its park move is not written
+	// before that record's own outcome (see progress.go).
+	behind *entry
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -161,6 +170,11 @@ func (c *core) shardFor(p int32) *shard {
 		sh.queues[q.topic] = q
 	}
 	sh.order = append([]*queue{sh.src}, sh.tiers...)
+	for _, q := range sh.order {
+		if cp, ok := c.commits[q.topic][p]; ok {
+			c.inherit(q, cp)
+		}
+	}
 	if c.parking() {
 		sh.park = &queue{topic: c.opts.ParkingTopic, stage: parkStage, p: p}
 		sh.queues[sh.park.topic] = sh.park
@@ -209,7 +223,8 @@ func (c *core) ingest(recs []*kgo.Record) {
 		}
 		q.seen = r.Offset + 1
 		if !q.hasCommit {
-			q.commit, q.hasCommit = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}, true
+			q.commit.EpochOffset, q.hasCommit = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}, true
+			q.end = r.Offset // nothing before it is left to read
 		}
 		touched[sh] = true
 		if sh.restoring && stage != parkStage {
@@ -226,6 +241,9 @@ func (c *core) ingest(recs []*kgo.Record) {
 
 // accept takes one record into its queue and lane.
 func (c *core) accept(sh *shard, q *queue, r *kgo.Record) {
+	if q.stage != parkStage && q.skip(r) {
+		return // done before a restart or a reset (progress.go)
+	}
 	switch q.stage {
 	case 0:
 		o, _ := retrytopics.ReadOrigin(r, true, 0)

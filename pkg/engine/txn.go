@@ -132,12 +132,13 @@ func (e *Engine) produceMoves(ctx context.Context, tx *txn) error {
 }
 
 // offsetsHook rewrites the session's TxnOffsetCommit: the session would
-// commit the fetched positions; commit instead, per partition, the first
-// record not yet settled (tx.offsets). A partition the session lists that
-// the engine does not know keeps its last committed offset (never the
-// fetched position, which may be past unsettled records; noted in
-// unknown); a partition the engine knows that the session left out is
-// added.
+// commit the fetched positions, with the member id as metadata; commit
+// instead, per partition, tx's commit point: the first record not done,
+// and the offsetmap metadata of the records past it that are (progress.go).
+// A partition the session lists that tx does not know keeps its last
+// committed offset (never the fetched position, which may be past records
+// not done; noted in unknown); every partition tx knows is written, its
+// metadata with it.
 func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, unknown *[]string) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		seen := map[string]map[int32]bool{}
@@ -147,8 +148,8 @@ func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, 
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
 				seen[t.Topic][p.Partition] = true
-				if o, ok := tx.offsets[t.Topic][p.Partition]; ok {
-					p.Offset, p.LeaderEpoch = o.Offset, o.Epoch
+				if cp, ok := tx.offsets[t.Topic][p.Partition]; ok {
+					setCommit(p, cp)
 				} else if c, ok := committedBefore[t.Topic][p.Partition]; ok {
 					p.Offset, p.LeaderEpoch = c.Offset, c.Epoch
 					*unknown = append(*unknown, fmt.Sprintf("%s/%d", t.Topic, p.Partition))
@@ -156,39 +157,36 @@ func offsetsHook(tx *txn, committedBefore map[string]map[int32]kgo.EpochOffset, 
 			}
 		}
 		for topic, ps := range tx.offsets {
-			for part, o := range ps {
-				if seen[topic][part] || committedBefore[topic][part] == o {
-					continue
+			for part, cp := range ps {
+				if !seen[topic][part] {
+					addOffset(req, topic, part, cp)
 				}
-				addOffset(req, topic, part, o)
 			}
 		}
 		if len(req.Topics) == 0 {
-			keepOneOffset(req, committedBefore, tx.fetched)
+			keepOneOffset(req, tx.fetched)
 		}
 		return nil
 	}
 }
 
 // keepOneOffset adds one offset that changes nothing to a TxnOffsetCommit
-// that carries none: one the session has committed, else one of the
-// assignment's fetched commits (-1 where the group has none). Without
-// either (no offset fetched yet: a transaction of parking ops alone) it
-// adds nothing, and the transaction pays franz-go's 500ms wait (see
-// fetched.go).
-func keepOneOffset(req *kmsg.TxnOffsetCommitRequest, committedBefore map[string]map[int32]kgo.EpochOffset, fetched groupCommits) {
-	for _, known := range []map[string]map[int32]kgo.EpochOffset{committedBefore, fetched} {
-		for topic, ps := range known {
-			for part, o := range ps {
-				addOffset(req, topic, part, o)
-				return
-			}
+// that carries none: one of the assignment's fetched commits (-1 where the
+// group has none; a commit of its own is in tx.offsets, see keepCommits).
+// Before the assignment's offsets are fetched (a transaction of parking
+// ops alone) it adds nothing, and the transaction pays franz-go's 500ms
+// wait (see fetched.go).
+func keepOneOffset(req *kmsg.TxnOffsetCommitRequest, fetched groupCommits) {
+	for topic, ps := range fetched {
+		for part, cp := range ps {
+			addOffset(req, topic, part, cp)
+			return
 		}
 	}
 }
 
-// addOffset adds partition part of topic at o to req.
-func addOffset(req *kmsg.TxnOffsetCommitRequest, topic string, part int32, o kgo.EpochOffset) {
+// addOffset adds partition part of topic at cp to req.
+func addOffset(req *kmsg.TxnOffsetCommitRequest, topic string, part int32, cp commitPoint) {
 	i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == topic })
 	if i < 0 {
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -197,8 +195,15 @@ func addOffset(req *kmsg.TxnOffsetCommitRequest, topic string, part int32, o kgo
 		i = len(req.Topics) - 1
 	}
 	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.Epoch
+	rp.Partition = part
+	setCommit(&rp, cp)
 	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+}
+
+// setCommit sets p to commit cp, its metadata with it.
+func setCommit(p *kmsg.TxnOffsetCommitRequestTopicPartition, cp commitPoint) {
+	meta := cp.Meta
+	p.Offset, p.LeaderEpoch, p.Metadata = cp.Offset, cp.Epoch, &meta
 }
 
 // notCommitted handles a transaction that did not commit (err from End, or

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/offsetmap"
+)
+
+// This file is what a source or tier partition has done past its
+// committed offset, and how a transaction commits it out of offset order.
+//
+// A transaction takes the moves of every settled record, wherever it
+// stands in its partition, and commits the offset of the partition's first
+// record not done, with commit metadata (package offsetmap) listing the
+// records past it still pending. A slow or stuck record then holds back
+// only its own offset: the records after it are delivered, moved and let go
+// of meanwhile, instead of waiting for it in memory up to MaxPending and
+// then pausing the partition (issue 10: other keys with one slow key).
+//
+// The partition's next owner, or this engine after a reset, starts at the
+// committed offset and skips the records the map says are done (skip).
+// The map comes from the group's commit: the assignment's OffsetFetch
+// (fetched.go) or the engine's own last transaction (core.commits).
+//
+// The metadata is kept within offsetmap.DefaultBudget: past it, the
+// pending records beyond the budget's last one stay in memory, their
+// settled successors untaken, until earlier ones are done (the partition
+// pauses at MaxPending entries, as before). Records the inherited map
+// lists as pending are always listed again, so what a predecessor
+// committed as done stays done.
+//
+// One ordering rule rides on it. A parked source record whose key's
+// earlier source record is still in delivery (a spill, parking.go) is
+// taken only with or after that record: its park move, written before the
+// earlier record's outcome, would let a restart release it ahead of that
+// record.
+
+// commitPoint is one partition's commit: its offset and its metadata.
+type commitPoint struct {
+	kgo.EpochOffset
+	// Meta is the offsetmap metadata (empty: nothing past Offset is done).
+	Meta string
+}
+
+// progress is what a source or tier queue knows past its committed offset.
+type progress struct {
+	// end is the offset after the last record accepted or skipped;
+	// endEpoch its leader epoch.
+	end      int64
+	endEpoch int32
+	// inherited is the done map of the commit the queue started from.
+	inherited    offsetmap.Map
+	hasInherited bool
+}
+
+// inherit starts q from the group's commit cp, before any record of it is
+// read: the records cp's map lists as done are skipped.
+func (c *core) inherit(q *queue, cp commitPoint) {
+	if q.hasCommit || cp.Offset < 0 {
+		return
+	}
+	m, err := offsetmap.Decode(cp.Offset, cp.Meta)
+	if err != nil {
+		c.warnOnce("offsetmap:"+q.topic, "the group's commit metadata cannot be read; every record past the committed offset is delivered again", "topic", q.topic, "partition", q.p, "offset", cp.Offset, "err", err)
+	}
+	q.inherited, q.hasInherited = m, true
+	q.end, q.endEpoch = cp.Offset, cp.Epoch
+}
+
+// skip takes r's offset as read and reports whether the inherited map
+// says r is done.
+func (q *queue) skip(r *kgo.Record) bool {
+	done := q.hasInherited && q.inherited.Done(r.Offset)
+	q.end, q.endEpoch = r.Offset+1, r.LeaderEpoch
+	return done
+}
+
+// takeDone hands every settled entry of q that may go (takeable) to take,
+// drops them from q, and returns q's commit point. It reports false when
+// q has nothing to commit (no record read, no commit inherited).
+func (c *core) takeDone(q *queue, take func(*entry)) (commitPoint, bool) {
+	if !q.hasCommit && !q.hasInherited {
+		return commitPoint{}, false
+	}
+	inheritedEnd := int64(-1) // pending records before it are listed whatever the budget
+	if q.hasInherited {
+		inheritedEnd = q.inherited.End
+	}
+	b := offsetmap.NewBuilder(c.opts.commitMetaBudget)
+	cut, end := false, max(q.end, inheritedEnd)
+	kept := q.entries[:0]
+	for _, en := range q.entries {
+		o := en.rec.Offset
+		if !cut && en.settled && en.takeable() {
+			take(en)
+			continue
+		}
+		if !cut && !b.Add(o, o < inheritedEnd) {
+			cut, end = true, o // nothing from here on is taken
+		}
+		kept = append(kept, en)
+	}
+	clear(q.entries[len(kept):]) // the backing array must not keep them alive
+	q.entries = kept
+	if q.hasInherited && !cut {
+		// Pending records of the inherited map not read yet.
+		for _, r := range q.inherited.Pending {
+			b.AddRun(max(r.From, q.end), r.To)
+		}
+	}
+	cp := commitPoint{EpochOffset: kgo.EpochOffset{Offset: b.Committed(end), Epoch: -1}, Meta: b.Metadata(end)}
+	switch {
+	case len(q.entries) > 0 && q.entries[0].rec.Offset == cp.Offset:
+		cp.Epoch = q.entries[0].rec.LeaderEpoch
+	case cp.Offset == q.end:
+		cp.Epoch = q.endEpoch
+	}
+	return cp, true
+}
+
+// takeable reports whether a settled entry may be taken into a
+// transaction: a spilled record only with or after the record it waits
+// behind.
+func (en *entry) takeable() bool { return en.behind == nil || en.behind.moved }
