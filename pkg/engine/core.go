@@ -52,6 +52,9 @@ type core struct {
 	// barrierDue: newly assigned partitions wait for their barrier; write it
 	// at once rather than at the next CommitInterval.
 	barrierDue bool
+	// retryBy is the earliest due time of a retry move not yet handed to a
+	// transaction (see retryWake).
+	retryBy time.Time
 	// fetched are the group's commits as this assignment's OffsetFetch
 	// answered them; nil until it answers. The barrier waits for it, at
 	// most offsetsFetchWait (fetchWaited; see fetched.go); assignments

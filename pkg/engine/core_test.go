@@ -270,17 +270,28 @@ func TestCorePausesATierUntilDue(t *testing.T) {
 		if !g.c.takeWake() {
 			t.Fatal("a pause decided did not ask the shell to wake the loop")
 		}
-		due, ok := g.c.nextDue()
-		if !ok || due.Before(time.Now().Add(time.Minute)) || due.After(time.Now().Add(2*time.Minute)) {
-			t.Fatalf("nextDue %v (%v), want about a minute from now (the tier's delay and its jitter)", due, ok)
+		// The loop wakes tierLead before the record is due, to resume the
+		// tier so that the records behind it are fetched by their due time.
+		wake, ok := g.c.nextDue()
+		lead := g.c.tierLead()
+		if !ok || wake.Before(time.Now().Add(time.Minute-lead)) || wake.After(time.Now().Add(2*time.Minute)) {
+			t.Fatalf("nextDue %v (%v), want about a minute from now (the tier's delay and its jitter, less %v)", wake, ok, lead)
+		}
+		time.Sleep(time.Until(wake))
+		if rs := g.dispatch(); len(rs) != 0 {
+			t.Fatalf("%v before the due time began %d deliveries, want none", lead, len(rs))
+		}
+		pause, resume, _ = g.c.takePauses()
+		if !slices.Equal(resume[tier], []int32{0}) || len(pause) != 0 {
+			t.Fatalf("pauses %v resumes %v, want %s/0 resumed %v before its record is due", pause, resume, tier, lead)
+		}
+		due, _ := g.c.nextDue()
+		if !due.Equal(wake.Add(lead)) {
+			t.Fatalf("once resumed, nextDue %v, want the due time %v", due, wake.Add(lead))
 		}
 		time.Sleep(time.Until(due))
 		if rs := g.dispatch(); len(rs) != 1 {
 			t.Fatalf("at the due time began %d deliveries, want the retry", len(rs))
-		}
-		pause, resume, _ = g.c.takePauses()
-		if !slices.Equal(resume[tier], []int32{0}) || len(pause) != 0 {
-			t.Fatalf("pauses %v resumes %v, want %s/0 resumed", pause, resume, tier)
 		}
 	})
 }
@@ -305,4 +316,58 @@ func TestCoreResetDropsResultsInFlight(t *testing.T) {
 	if !slices.Equal(dropped["orders"], []int32{0}) {
 		t.Fatalf("dropped %v, want orders/0 handed back for resuming", dropped)
 	}
+}
+
+// TestCoreWritesARetryBeforeItIsDue: a retry into a short tier makes the
+// transaction due tierLead before the retry is (but not sooner than
+// CommitInterval/4 after the last one), so that it is in its tier and
+// fetched by its due time; a retry into a tier of a minute waits for the
+// usual CommitInterval.
+func TestCoreWritesARetryBeforeItIsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		short := func(o *Options) {
+			o.CommitInterval = 400 * time.Millisecond
+			o.Plan.Tiers[0].Delay = 300 * time.Millisecond
+		}
+		g := newRig(t, flow.OrderingNone, short)
+		g.commit()
+		start := time.Now()
+		g.source("k")
+		g.answer(g.dispatch()[0], e503)
+		if !g.c.takeWake() {
+			t.Fatal("a retry due soon did not wake the loop")
+		}
+		wake, ok := g.c.retryWake()
+		want := start.Add(300*time.Millisecond - g.c.tierLead())
+		if !ok || !wake.Equal(want) {
+			t.Fatalf("retryWake %v (%v), want %v: tierLead (%v) before the retry is due", wake, ok, want, g.c.tierLead())
+		}
+		if g.c.txnDue(wake.Add(-time.Millisecond)) || !g.c.txnDue(wake) {
+			t.Fatalf("txnDue does not turn true at retryWake")
+		}
+		time.Sleep(time.Until(wake))
+		if got := moved(g.commit()); len(got) != 1 {
+			t.Fatalf("moves %q, want the retry", got)
+		}
+		if _, ok := g.c.retryWake(); ok {
+			t.Fatal("retryWake still set once the retry is in a transaction")
+		}
+
+		// Failures right after a transaction: not sooner than a quarter of
+		// CommitInterval after it.
+		g.source("j")
+		g.answer(g.dispatch()[0], e503)
+		g.c.retryBy = time.Now() // as if already due
+		if wake, _ := g.c.retryWake(); !wake.Equal(g.c.lastCommit.Add(100 * time.Millisecond)) {
+			t.Fatalf("retryWake %v, want CommitInterval/4 after the last transaction (%v)", wake, g.c.lastCommit.Add(100*time.Millisecond))
+		}
+
+		h := newRig(t, flow.OrderingNone, func(o *Options) { o.CommitInterval = time.Second })
+		h.commit()
+		h.source("k")
+		h.answer(h.dispatch()[0], e503)
+		if h.c.txnDue(time.Now().Add(900 * time.Millisecond)) {
+			t.Fatal("a retry into a tier of a minute made the transaction due before CommitInterval")
+		}
+	})
 }

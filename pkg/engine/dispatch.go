@@ -73,8 +73,10 @@ func (c *core) startReady() []*result {
 	return c.started
 }
 
-// nextDue returns the earliest due time of a tier record not yet handed to
-// its lane.
+// nextDue returns when the loop must next look at the tiers: the earliest
+// due time of a tier record not yet handed to its lane, or, for a tier
+// paused while its next record waits, tierLead before it, when the tier
+// resumes (pauses.go).
 func (c *core) nextDue() (time.Time, bool) {
 	var next time.Time
 	for _, sh := range c.shards {
@@ -82,13 +84,29 @@ func (c *core) nextDue() (time.Time, bool) {
 			continue
 		}
 		for _, q := range sh.tiers {
-			if d, ok := q.due.NextDue(); ok && (next.IsZero() || d.Before(next)) {
+			d, ok := q.due.NextDue()
+			if !ok {
+				continue
+			}
+			if q.paused {
+				d = d.Add(-c.tierLead())
+			}
+			if next.IsZero() || d.Before(next) {
 				next = d
 			}
 		}
 	}
 	return next, !next.IsZero()
 }
+
+// tierLead is how long before its next record is due a waiting tier
+// partition resumes, and how long before a retry is due the transaction
+// that writes it is due (retryCommitBy): the records behind a tier's head,
+// and a new retry, are then fetched by their due time. franz-go does not
+// cut short a fetch in flight when a partition resumes, so a resumed
+// partition's records come up to FetchMaxWait later, and a record written
+// by a transaction is fetched within about one more.
+func (c *core) tierLead() time.Duration { return 2 * c.opts.FetchMaxWait }
 
 // result is one finished delivery.
 type result struct {

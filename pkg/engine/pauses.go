@@ -9,8 +9,8 @@ import "time"
 // updatePauses decides which of sh's partitions pause: a restoring shard's
 // tiers, and its source once MaxPending of its records wait in the
 // backlog; a source with MaxPending records held or MaxParked records
-// parked; a tier whose next record is not due or that holds MaxPending
-// records. It only marks them: the loop tells the client (applyPauses),
+// parked; a tier whose next record is not due within tierLead or that
+// holds MaxPending records. It only marks them: the loop tells the client (applyPauses),
 // never under e.mu.
 //
 // A restoring source keeps fetching into the backlog: paused, it would be
@@ -28,7 +28,7 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 	c.wantPaused(sh.src, restoreFull || full(sh.src) || (c.parking() && sh.parkedCount() >= c.opts.MaxParked) ||
 		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
-		c.wantPaused(q, sh.restoring || q.due.Waiting(now) || full(q) || c.gatePaused(now, true)) // overload gate
+		c.wantPaused(q, sh.restoring || q.due.Waiting(now.Add(c.tierLead())) || full(q) || c.gatePaused(now, true)) // overload gate
 	}
 }
 
