@@ -30,14 +30,18 @@
 // flowing while many records fail.
 //
 // Every CommitInterval one Kafka transaction carries the moves (to a tier,
-// the parking topic or the DLQ) of the records that finished and the offset
-// commit up to, per partition, the first record not yet finished (DESIGN.md
-// invariant 2): a record's move is never committed without its offset, nor
-// its offset without its move. A failed or aborted transaction, and every
+// the parking topic or the DLQ) of the records that finished, wherever they
+// stand in their partition, and the offset commit of, per partition, the
+// first record not yet finished, with commit metadata listing which records
+// past it are done (progress.go; DESIGN.md invariant 2): a record's move is
+// never committed without the commit that marks it done, nor marked done
+// without its move. A transaction is due sooner once MaxPending/2 records
+// of a partition finished, or so that a retry into a short tier is in its
+// tier by its due time. A failed or aborted transaction, and every
 // rebalance, drop the in-memory state after in-flight deliveries end; the
-// records after the last commit are then read and delivered again, so
-// delivery is at least once (ce-id is the idempotency key) and moves are
-// exactly once.
+// records after the last commit that it does not mark done are then read
+// and delivered again, so delivery is at least once (ce-id is the
+// idempotency key) and moves are exactly once.
 //
 // # Ordering
 //
@@ -61,9 +65,10 @@
 // them; apply.go routes the result (retrytopics.Plan.Route: done, next
 // tier, DLQ) and builds the move; parking.go keeps the key's parking state
 // (a parking.Key state machine) and writes its changelog ops; batch.go
-// collects the moves and offsets of the next transaction, txn.go writes
-// and commits them in one. run.go is the loop, pauses.go the paused
-// partitions, rebalance.go the assignment changes.
+// collects the moves and commits of the next transaction (progress.go
+// decides, per partition, which records go and the commit that marks them
+// done), txn.go writes and commits them in one. run.go is the loop,
+// pauses.go the paused partitions, rebalance.go the assignment changes.
 //
 // # Concurrency
 //

@@ -74,10 +74,13 @@ type Options struct {
 	// 100ms). Shorter: less redelivery after a crash; longer: fewer
 	// transactions.
 	CommitInterval time.Duration
-	// MaxPending bounds the records held per partition between fetch and
-	// commit (default the larger of 4096 and 32 × MaxInFlight); past it the
-	// partition's fetching pauses, and past half of it a commit is due at
-	// once.
+	// MaxPending bounds the records held in memory per partition between
+	// fetch and the transaction that takes them (default the larger of 4096
+	// and 32 × MaxInFlight); past it the partition's fetching pauses, and
+	// once half of it finished since the last transaction the next one is
+	// due at once. A finished record is let go of at the next transaction
+	// even while an earlier one of its partition is still in delivery (see
+	// progress.go).
 	MaxPending int
 	// Ordering is flow.OrderingKey (default, as in the YAML config),
 	// flow.OrderingPartition or flow.OrderingNone.
