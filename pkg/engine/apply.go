@@ -132,10 +132,6 @@ func (c *core) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure
 	case retrytopics.Retry:
 		m.Due = retrytopics.DueTime(f.At, route.Delay)
 		ev.Kind, ev.Stage = flow.MoveRetry, stageName(route.Stage)
-		if c.retryBy.IsZero() || m.Due.Before(c.retryBy) {
-			c.retryBy = m.Due
-			c.wake() // the loop's poll may wait past retryWake
-		}
 	case retrytopics.DeadLetter:
 		ev.Kind, ev.Stage = flow.MoveDeadLetter, flow.StageDLQ
 	}

@@ -32,7 +32,6 @@ type txn struct {
 func (c *core) prepare() *txn {
 	c.lastCommit = time.Now()
 	c.commitSoon, c.barrierDue = false, false
-	c.retryBy = time.Time{}
 	tx := &txn{gen: c.gen, offsets: groupCommits{}, fetched: c.fetched}
 	take := func(en *entry) {
 		if en.moved {
@@ -123,30 +122,9 @@ func (c *core) keepCommits(tx *txn) {
 
 // txnDue reports whether the next transaction is due at now:
 // CommitInterval after the last, once MaxPending/2 records of a partition
-// settled (commitSoon, see settle), for a barrier (barrierDue), or so that
-// a retry is written tierLead before it is due (retryWake).
+// settled (commitSoon, see settle), or for a barrier (barrierDue).
 func (c *core) txnDue(now time.Time) bool {
-	if t, ok := c.retryWake(); ok && !now.Before(t) {
-		return true
-	}
 	return now.Sub(c.lastCommit) >= c.opts.CommitInterval || c.commitSoon || c.barrierDue
-}
-
-// retryWake is when the retry move due soonest among those not yet in a
-// transaction must be written: tierLead before it is due, and at least
-// CommitInterval/4 after the last transaction, so that a stream of
-// failures into a short tier cannot run transactions back to back (each
-// one holds the loop). A tier of a minute is written at the usual
-// CommitInterval.
-func (c *core) retryWake() (time.Time, bool) {
-	if c.retryBy.IsZero() {
-		return time.Time{}, false
-	}
-	t := c.retryBy.Add(-c.tierLead())
-	if floor := c.lastCommit.Add(c.opts.CommitInterval / 4); t.Before(floor) {
-		t = floor
-	}
-	return t, true
 }
 
 // committed runs what waits for tx's commit: the after-commit functions,

@@ -39,8 +39,11 @@ type core struct {
 	// after it was abandoned at shutdown, and is left uncommitted.
 	hard context.Context
 
-	shards     map[int32]*shard
-	gen        uint64
+	shards map[int32]*shard
+	gen    uint64
+	// due orders the tier queues whose records wait by their next record's
+	// due time (takeDue).
+	due        retrytopics.Timeline[*queue]
 	ready      []*lane // lanes whose next entry is a first attempt
 	retryReady []*lane // lanes whose next entry is a retry or parked record
 	inflight   int
@@ -52,9 +55,6 @@ type core struct {
 	// barrierDue: newly assigned partitions wait for their barrier; write it
 	// at once rather than at the next CommitInterval.
 	barrierDue bool
-	// retryBy is the earliest due time of a retry move not yet handed to a
-	// transaction (see retryWake).
-	retryBy time.Time
 	// fetched are the group's commits as this assignment's OffsetFetch
 	// answered them; nil until it answers. The barrier waits for it, at
 	// most offsetsFetchWait (fetchWaited; see fetched.go); assignments
@@ -128,6 +128,7 @@ func (c *core) reset() {
 	c.pauseQueue = c.pauseQueue[:0]
 	c.wake()
 	c.shards = map[int32]*shard{}
+	c.due = retrytopics.Timeline[*queue]{}
 	c.ready, c.retryReady = nil, nil
 	c.commitSoon = false
 	c.loose, c.looseAfter = nil, nil

@@ -318,56 +318,24 @@ func TestCoreResetDropsResultsInFlight(t *testing.T) {
 	}
 }
 
-// TestCoreWritesARetryBeforeItIsDue: a retry into a short tier makes the
-// transaction due tierLead before the retry is (but not sooner than
-// CommitInterval/4 after the last one), so that it is in its tier and
-// fetched by its due time; a retry into a tier of a minute waits for the
-// usual CommitInterval.
-func TestCoreWritesARetryBeforeItIsDue(t *testing.T) {
+// TestCoreStartsADueRetryWhenASlotFrees: a retry that falls due while the
+// loop is busy (a transaction in flight) is started by the next delivery
+// to end, not at the loop's next turn.
+func TestCoreStartsADueRetryWhenASlotFrees(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		short := func(o *Options) {
-			o.CommitInterval = 400 * time.Millisecond
-			o.Plan.Tiers[0].Delay = 300 * time.Millisecond
-		}
-		g := newRig(t, flow.OrderingNone, short)
-		g.commit()
-		start := time.Now()
+		g := newRig(t, flow.OrderingNone, nil)
 		g.source("k")
 		g.answer(g.dispatch()[0], e503)
-		if !g.c.takeWake() {
-			t.Fatal("a retry due soon did not wake the loop")
-		}
-		wake, ok := g.c.retryWake()
-		want := start.Add(300*time.Millisecond - g.c.tierLead())
-		if !ok || !wake.Equal(want) {
-			t.Fatalf("retryWake %v (%v), want %v: tierLead (%v) before the retry is due", wake, ok, want, g.c.tierLead())
-		}
-		if g.c.txnDue(wake.Add(-time.Millisecond)) || !g.c.txnDue(wake) {
-			t.Fatalf("txnDue does not turn true at retryWake")
-		}
-		time.Sleep(time.Until(wake))
-		if got := moved(g.commit()); len(got) != 1 {
-			t.Fatalf("moves %q, want the retry", got)
-		}
-		if _, ok := g.c.retryWake(); ok {
-			t.Fatal("retryWake still set once the retry is in a transaction")
-		}
-
-		// Failures right after a transaction: not sooner than a quarter of
-		// CommitInterval after it.
+		g.commit() // the retry is read back from the tier, due in a minute
 		g.source("j")
-		g.answer(g.dispatch()[0], e503)
-		g.c.retryBy = time.Now() // as if already due
-		if wake, _ := g.c.retryWake(); !wake.Equal(g.c.lastCommit.Add(100 * time.Millisecond)) {
-			t.Fatalf("retryWake %v, want CommitInterval/4 after the last transaction (%v)", wake, g.c.lastCommit.Add(100*time.Millisecond))
+		busy := g.dispatch()
+		if got := keys(busy); !slices.Equal(got, []string{"j"}) {
+			t.Fatalf("began %q, want [j]", got)
 		}
-
-		h := newRig(t, flow.OrderingNone, func(o *Options) { o.CommitInterval = time.Second })
-		h.commit()
-		h.source("k")
-		h.answer(h.dispatch()[0], e503)
-		if h.c.txnDue(time.Now().Add(900 * time.Millisecond)) {
-			t.Fatal("a retry into a tier of a minute made the transaction due before CommitInterval")
+		time.Sleep(2 * time.Minute)
+		next := g.answer(busy[0], nil) // no dispatch: the loop is elsewhere
+		if len(next) != 1 || string(next[0].msg.Key) != "k" || next[0].msg.Attempt != 2 {
+			t.Fatalf("the end of j's delivery began %+v, want k's due retry", next)
 		}
 	})
 }

@@ -24,6 +24,7 @@ func (c *core) dispatch(now time.Time) []*result {
 	if c.stopping {
 		return nil
 	}
+	c.takeDue(now)
 	for _, sh := range c.shards {
 		if sh.restoring {
 			continue
@@ -31,14 +32,38 @@ func (c *core) dispatch(now time.Time) []*result {
 		if c.opts.Ordering == flow.OrderingKey {
 			c.maybeSpill(sh, now)
 		}
-		for _, q := range sh.tiers {
-			for _, en := range q.due.TakeDue(now) {
-				c.push(c.laneFor(sh, en.rec.Key), en)
-			}
-		}
 		c.updatePauses(sh, now)
 	}
 	return c.startReady()
+}
+
+// takeDue hands the tier records due at now to their lanes, partition by
+// partition in due order (c.due), and decides those partitions' pauses.
+// Both dispatch and startReady call it: a retry falls due while the loop
+// may be waiting on a transaction, and a delivery's end then starts it.
+func (c *core) takeDue(now time.Time) {
+	for {
+		q, due, ok := c.due.Next()
+		if !ok || due.After(now) {
+			return
+		}
+		sh := c.shards[q.p]
+		for _, en := range q.due.TakeDue(now) {
+			c.push(c.laneFor(sh, en.rec.Key), en)
+		}
+		c.schedule(q)
+		c.updatePauses(sh, now)
+	}
+}
+
+// schedule keeps tier queue q's place on c.due: the due time of its next
+// record, none when no record waits.
+func (c *core) schedule(q *queue) {
+	if d, ok := q.due.NextDue(); ok {
+		c.due.Set(q, d)
+	} else {
+		c.due.Delete(q)
+	}
 }
 
 // startReady begins deliveries of ready lanes while in-flight slots are
@@ -56,6 +81,7 @@ func (c *core) startReady() []*result {
 	// least the share retries may not use.
 	retryCap := max(1, int(c.opts.RetryShare*float64(c.opts.MaxInFlight)))
 	now := time.Now()
+	c.takeDue(now)
 	for len(c.retryReady) > 0 && c.inflight < c.opts.MaxInFlight && c.retrying < retryCap {
 		l, t, ok := c.take(&c.retryReady, now) // overload gate
 		if !ok {
@@ -100,12 +126,10 @@ func (c *core) nextDue() (time.Time, bool) {
 }
 
 // tierLead is how long before its next record is due a waiting tier
-// partition resumes, and how long before a retry is due the transaction
-// that writes it is due (retryCommitBy): the records behind a tier's head,
-// and a new retry, are then fetched by their due time. franz-go does not
-// cut short a fetch in flight when a partition resumes, so a resumed
-// partition's records come up to FetchMaxWait later, and a record written
-// by a transaction is fetched within about one more.
+// partition resumes, so that the records behind it are fetched by their
+// own due times: franz-go does not cut short a fetch in flight when a
+// partition resumes, so a resumed partition's records come up to
+// FetchMaxWait later.
 func (c *core) tierLead() time.Duration { return 2 * c.opts.FetchMaxWait }
 
 // result is one finished delivery.

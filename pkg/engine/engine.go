@@ -36,8 +36,7 @@
 // past it are done (progress.go; DESIGN.md invariant 2): a record's move is
 // never committed without the commit that marks it done, nor marked done
 // without its move. A transaction is due sooner once MaxPending/2 records
-// of a partition finished, or so that a retry into a short tier is in its
-// tier by its due time. A failed or aborted transaction, and every
+// of a partition finished. A failed or aborted transaction, and every
 // rebalance, drop the in-memory state after in-flight deliveries end; the
 // records after the last commit that it does not mark done are then read
 // and delivered again, so delivery is at least once (ce-id is the

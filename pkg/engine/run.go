@@ -119,9 +119,6 @@ func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 	if next, ok := e.nextDue(); ok {
 		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}
-	if next, ok := e.retryWake(); ok {
-		wait = min(wait, max(time.Until(next), time.Millisecond))
-	}
 	if next, ok := e.gateWake(); ok { // overload gate
 		wait = min(wait, max(time.Until(next), time.Millisecond))
 	}

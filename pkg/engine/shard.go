@@ -262,6 +262,7 @@ func (c *core) accept(sh *shard, q *queue, r *kgo.Record) {
 			c.warnOnce("origin:"+r.Topic, "record on a retry tier without readable kretry headers; delivering it now", "record_topic", r.Topic, "err", err)
 		}
 		q.due.Add(c.newEntry(q, r, &o), o.Due)
+		c.schedule(q)
 	}
 }
 
