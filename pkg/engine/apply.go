@@ -77,9 +77,8 @@ func (c *core) apply(r *result) {
 		c.hold(l, en)
 		return
 	}
-	now := time.Now()
 	if route.Action != retrytopics.Done {
-		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: now}
+		f := retrytopics.Failure{Class: route.Class, Status: v.Status, Message: v.Message, At: time.Now()}
 		if route.Class == delivery.ClassExhausted {
 			f.Message = "retry tiers exhausted; last error: " + v.Message
 		}

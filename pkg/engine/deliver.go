@@ -22,11 +22,10 @@ func (e *Engine) launch(rs []*result, reuse bool) (next *result) {
 	if len(rs) == 0 {
 		return nil
 	}
-	now := time.Now()
 	for i, r := range rs {
 		e.stats.InFlight.Add(1)
 		e.deliveries.Add(1)
-		e.deadlines.join(r, now)
+		e.deadlines.join(r, r.start)
 		if reuse && i == 0 {
 			next = r
 			continue
@@ -55,12 +54,11 @@ func (e *Engine) run(r *result) {
 // slot is freed and its late answer ignored. It returns the next delivery
 // for this goroutine, or nil.
 func (e *Engine) deliver(r *result) *result {
-	start := time.Now()
 	err := e.callSafely(r.ctx, r.msg)
 	if !r.claimed.CompareAndSwap(false, true) {
 		return nil // abandoned: the answer came too late
 	}
-	r.err, r.took = err, time.Since(start)
+	r.err, r.took = err, time.Since(r.start)
 	return e.finish(r, true)
 }
 

@@ -143,6 +143,10 @@ type result struct {
 	msg   *delivery.Message
 	// ticket is the delivery's admission by Options.Overload.
 	ticket overload.Ticket // overload gate
+	// start is when the core began the delivery: its deadline and its
+	// took count from it (one clock read per delivery fewer than reading
+	// it again where the handler is called).
+	start time.Time
 	// claimed: the delivery's answer, or its abandonment (see deliver),
 	// has been taken; whichever comes second is ignored.
 	claimed atomic.Bool
@@ -183,5 +187,5 @@ func (c *core) begin(l *lane, ticket overload.Ticket, now time.Time) {
 	}
 	setRedrive(m, o) // redrive
 	en.started = now.Sub(monoStart)
-	c.started = append(c.started, &result{gen: c.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket})
+	c.started = append(c.started, &result{gen: c.gen, lane: l, en: en, retry: retry, msg: m, ticket: ticket, start: now})
 }
