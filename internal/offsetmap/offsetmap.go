@@ -22,8 +22,8 @@
 // offset reset), so the map is not about it.
 //
 // Kafka refuses metadata longer than offset.metadata.max.bytes (default
-// 4096 bytes) with OFFSET_METADATA_TOO_LARGE: a Builder keeps to its
-// budget (DefaultBudget, half of that).
+// 4096 bytes) with OFFSET_METADATA_TOO_LARGE: Choose keeps to a budget
+// (DefaultBudget, half of that).
 package offsetmap
 
 import (
@@ -121,99 +121,130 @@ func Decode(committed int64, s string) (Map, error) {
 	return m, nil
 }
 
-// Builder collects the pending offsets of one partition, in offset order,
-// and writes them as commit metadata within a budget. The first offset
-// added is the commit's offset: nothing before it is pending.
-type Builder struct {
-	budget int
-	runs   []Run
-	size   int // raw varint bytes of runs, End not counted
+// Span is a run of offsets [From, To) past a partition's committed offset
+// that its last commit did not mark done: records still pending, or, with
+// Done, records done since and free to be marked so.
+type Span struct {
+	From, To int64
+	Done     bool
 }
 
-// NewBuilder starts a partition's metadata, at most budget bytes long
+// Choice is a partition's next commit.
+type Choice struct {
+	// Take says, per span given to Choose, whether the commit marks it done.
+	Take []bool
+	// Committed is the offset to commit and End the map's End: the first
+	// pending offset, or End when none is.
+	Committed, End int64
+	// Metadata is the commit's metadata ("" when nothing is pending).
+	Metadata string
+}
+
+// Choose decides a partition's next commit: it marks done as many Done
+// spans, in offset order, as keep its metadata within budget bytes
 // (DefaultBudget when budget ≤ 0).
-func NewBuilder(budget int) *Builder {
+//
+// spans are sorted and disjoint, below end, the offset after the last
+// record known; an offset below end in no span is done. keepEnd is the End
+// of the partition's last commit (or the one it started from): the new map
+// may end before end, leaving the records past it to a later commit, but
+// never before keepEnd, which would forget records that commit marked
+// done. Marking done only a prefix of the Done spans keeps the metadata of
+// what was pending at the last commit no longer than that commit's (a
+// record done in the middle of a pending run splits it in two). Marking a
+// span done never makes the map claim a record done that is not.
+func Choose(spans []Span, end, keepEnd int64, budget int) Choice {
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
-	return &Builder{budget: budget}
-}
-
-// Add adds the pending offset o, which must be past every offset added
-// before. With force it is added whatever the budget; otherwise only if
-// the metadata, with any End, stays within the budget. It reports whether
-// o was added.
-func (b *Builder) Add(o int64, force bool) bool {
-	if n := len(b.runs); n > 0 && o == b.runs[n-1].To {
-		l := b.runs[n-1].To - b.runs[n-1].From
-		grow := uvarintLen(l+1) - uvarintLen(l)
-		if !force && !b.fits(b.size+grow) {
-			return false
+	// The map covers the spans up to cover(k) when the Done spans among the
+	// first k are marked: at least those below keepEnd. A span it does not
+	// cover waits, with what follows, for a later commit.
+	lo := sort.Search(len(spans), func(i int) bool { return spans[i].From >= keepEnd })
+	cover := func(k int) int { return max(k, lo) }
+	fits := func(k int) bool { return encodedLen(spans, k, cover(k)) <= budget }
+	// A leading run of Done spans goes under the committed offset and
+	// costs nothing: it is always marked.
+	p := 0
+	for p < len(spans) && spans[p].Done {
+		p++
+	}
+	k := len(spans)
+	if !fits(k) {
+		k = p
+		if fits(p) {
+			// fits(k) and not fits(hi): find the last k that fits between.
+			hi := len(spans)
+			for hi-k > 1 {
+				mid := (k + hi) / 2
+				if fits(mid) {
+					k = mid
+				} else {
+					hi = mid
+				}
+			}
+		} // else the last commit's map is written again as it was
+	}
+	c := cover(k)
+	ch := Choice{Take: make([]bool, len(spans)), End: end}
+	if c < len(spans) {
+		ch.End = spans[c].From
+	}
+	var runs []Run
+	for i, sp := range spans[:c] {
+		if i < k && sp.Done {
+			ch.Take[i] = true
+			continue
 		}
-		b.runs[n-1].To++
-		b.size += grow
-		return true
+		if n := len(runs); n > 0 && runs[n-1].To == sp.From {
+			runs[n-1].To = sp.To
+		} else {
+			runs = append(runs, Run{From: sp.From, To: sp.To})
+		}
 	}
-	at := o
-	if n := len(b.runs); n > 0 {
-		at = b.runs[n-1].To
+	ch.Committed, ch.Metadata = ch.End, ""
+	if len(runs) > 0 {
+		ch.Committed = runs[0].From
+		ch.Metadata = encode(Map{Committed: ch.Committed, End: ch.End, Pending: runs})
 	}
-	grow := uvarintLen(o-at) + 1
-	if !force && !b.fits(b.size+grow) {
-		return false
-	}
-	b.runs = append(b.runs, Run{From: o, To: o + 1})
-	b.size += grow
-	return true
+	return ch
 }
 
-// AddRun adds the pending offsets [from, to), which must be past every
-// offset added before, whatever the budget.
-func (b *Builder) AddRun(from, to int64) {
-	if from >= to {
-		return
+// encodedLen is the length of the metadata that marks done the Done spans
+// among spans[:k] and lists the other spans of spans[:c] as pending, with
+// the longest committed offset and End.
+func encodedLen(spans []Span, k, c int) int {
+	size, at, runLen, runs := 0, int64(0), int64(0), 0
+	for i, sp := range spans[:c] {
+		if i < k && sp.Done {
+			continue
+		}
+		if runs > 0 && sp.From == at {
+			size += uvarintLen(runLen+sp.To-sp.From) - uvarintLen(runLen)
+			runLen += sp.To - sp.From
+		} else {
+			gap := int64(0)
+			if runs > 0 {
+				gap = sp.From - at
+			}
+			runLen = sp.To - sp.From
+			size += uvarintLen(gap) + uvarintLen(runLen)
+			runs++
+		}
+		at = sp.To
 	}
-	if n := len(b.runs); n > 0 && from == b.runs[n-1].To {
-		l := b.runs[n-1].To - b.runs[n-1].From
-		b.size += uvarintLen(l+to-from) - uvarintLen(l)
-		b.runs[n-1].To = to
-		return
+	if runs == 0 {
+		return 0
 	}
-	at := from
-	if n := len(b.runs); n > 0 {
-		at = b.runs[n-1].To
-	}
-	b.size += uvarintLen(from-at) + uvarintLen(to-from)
-	b.runs = append(b.runs, Run{From: from, To: to})
+	return len(Prefix) + base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64+size)
 }
 
-// fits reports whether metadata of size raw bytes of runs, with the longest
-// committed offset and End, keeps within the budget.
-func (b *Builder) fits(size int) bool {
-	return len(Prefix)+base64.RawURLEncoding.EncodedLen(2*binary.MaxVarintLen64+size) <= b.budget
-}
-
-// Committed is the offset to commit with end, the offset past the last
-// record known: the first pending offset, or end when none is pending.
-func (b *Builder) Committed(end int64) int64 {
-	if len(b.runs) == 0 {
-		return end
-	}
-	return b.runs[0].From
-}
-
-// Metadata is the commit metadata for a commit at Committed(end), where
-// end is past every offset added: "" when nothing is pending.
-func (b *Builder) Metadata(end int64) string {
-	if len(b.runs) == 0 {
-		return ""
-	}
-	c := b.runs[0].From
-	raw := make([]byte, 0, 2*binary.MaxVarintLen64+b.size)
-	raw = binary.AppendUvarint(raw, uint64(c))
-	raw = binary.AppendUvarint(raw, uint64(end-c))
-	at := c
-	for _, r := range b.runs {
+// encode writes m as metadata.
+func encode(m Map) string {
+	raw := binary.AppendUvarint(nil, uint64(m.Committed))
+	raw = binary.AppendUvarint(raw, uint64(m.End-m.Committed))
+	at := m.Committed
+	for _, r := range m.Pending {
 		raw = binary.AppendUvarint(raw, uint64(r.From-at))
 		raw = binary.AppendUvarint(raw, uint64(r.To-r.From))
 		at = r.To

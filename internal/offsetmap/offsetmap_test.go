@@ -7,91 +7,157 @@ import (
 	"testing"
 )
 
-// build adds pending (sorted) with force and returns the commit's offset
-// and metadata for end.
-func build(pending []int64, end int64) (int64, string) {
-	b := NewBuilder(1 << 20)
-	for _, o := range pending {
-		b.Add(o, true)
+// randomSpans are spans from base: single offsets (records in memory)
+// with a random Done flag, and now and then a longer pending run (records
+// of an inherited map not read yet), with gaps (records done before).
+func randomSpans(rng *rand.Rand, base int64, n int, doneRate float64) (spans []Span, end int64) {
+	at := base
+	for range n {
+		at += int64(rng.IntN(3)) // a gap of done records
+		l := int64(1)
+		done := rng.Float64() < doneRate
+		if rng.IntN(20) == 0 {
+			l, done = 1+int64(rng.IntN(50)), false
+		}
+		spans = append(spans, Span{From: at, To: at + l, Done: done})
+		at += l
 	}
-	return b.Committed(end), b.Metadata(end)
+	return spans, at + int64(rng.IntN(3))
 }
 
-func TestRoundTrip(t *testing.T) {
+// check decodes ch and verifies it against spans: a taken span is done,
+// a span not taken is not, an offset in no span below End is done.
+func check(t *testing.T, spans []Span, end int64, ch Choice) {
+	t.Helper()
+	if ch.Metadata == "" {
+		if ch.Committed != ch.End {
+			t.Fatalf("no metadata but committed %d != End %d", ch.Committed, ch.End)
+		}
+	}
+	m, err := Decode(ch.Committed, ch.Metadata)
+	if err != nil {
+		t.Fatalf("own metadata does not decode: %v", err)
+	}
+	if ch.Metadata != "" && m.End != ch.End {
+		t.Fatalf("map End %d, choice End %d", m.End, ch.End)
+	}
+	in := map[int64]int{}
+	for i, sp := range spans {
+		for o := sp.From; o < sp.To; o++ {
+			in[o] = i
+		}
+		if ch.Take[i] && !sp.Done {
+			t.Fatalf("span %d (%+v) taken but not Done", i, sp)
+		}
+	}
+	lo := spans[0].From
+	for o := lo; o < end+2; o++ {
+		i, isSpan := in[o]
+		switch {
+		case o >= ch.End:
+			if m.Done(o) {
+				t.Fatalf("offset %d at or past End %d is done", o, ch.End)
+			}
+			if isSpan && ch.Take[i] {
+				t.Fatalf("offset %d past End %d taken", o, ch.End)
+			}
+		case isSpan && ch.Take[i]:
+			if o >= ch.Committed && !m.Done(o) {
+				t.Fatalf("offset %d taken but not done in the map", o)
+			}
+		case isSpan:
+			if m.Done(o) || o < ch.Committed {
+				t.Fatalf("offset %d pending (span %+v) but done in the map", o, spans[i])
+			}
+		default:
+			if o >= ch.Committed && !m.Done(o) {
+				t.Fatalf("offset %d in no span below End but not done", o)
+			}
+		}
+	}
+}
+
+func TestChooseRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 500 {
-		base := rng.Int64N(1 << 40)
-		span := 1 + rng.Int64N(5000)
-		var pending []int64
-		density := rng.Float64()
-		for o := base; o < base+span; o++ {
-			if rng.Float64() < density {
-				pending = append(pending, o)
+	for range 500 {
+		spans, end := randomSpans(rng, rng.Int64N(1<<40), 1+rng.IntN(300), rng.Float64())
+		ch := Choose(spans, end, spans[0].From, 1<<20)
+		for i, sp := range spans {
+			if sp.Done != ch.Take[i] {
+				t.Fatalf("a large budget took %v of span %+v", ch.Take[i], sp)
 			}
 		}
-		end := base + span
-		c, meta := build(pending, end)
-		if len(pending) == 0 {
-			if c != end || meta != "" {
-				t.Fatalf("case %d: nothing pending: committed %d meta %q, want %d and none", i, c, meta, end)
-			}
-			continue
+		if ch.End != end {
+			t.Fatalf("End %d, want %d", ch.End, end)
 		}
-		if c != pending[0] {
-			t.Fatalf("case %d: committed %d, want the first pending offset %d", i, c, pending[0])
+		check(t, spans, end, ch)
+	}
+}
+
+func TestChooseKeepsItsBudget(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 2000 {
+		budget := 40 + rng.IntN(400)
+		spans, end := randomSpans(rng, rng.Int64N(1<<40), 1+rng.IntN(400), rng.Float64())
+		// keepEnd: the last commit's End, somewhere among the spans.
+		keep := spans[rng.IntN(len(spans))].From
+		ch := Choose(spans, end, keep, budget)
+		check(t, spans, end, ch)
+		if ch.End < keep {
+			t.Fatalf("case %d: End %d before the last commit's %d", i, ch.End, keep)
 		}
-		m, err := Decode(c, meta)
-		if err != nil {
-			t.Fatalf("case %d: %v", i, err)
+		p := 0
+		for p < len(spans) && spans[p].Done {
+			p++
 		}
-		isPending := map[int64]bool{}
-		for _, o := range pending {
-			isPending[o] = true
-		}
-		for o := c - 2; o < end+2; o++ {
-			want := o >= c && o < end && !isPending[o]
-			if got := m.Done(o); got != want {
-				t.Fatalf("case %d: Done(%d) = %v, want %v", i, o, got, want)
-			}
+		if encodedLen(spans, p, max(p, firstAtOrPast(spans, keep))) <= budget && len(ch.Metadata) > budget {
+			t.Fatalf("case %d: %d bytes of metadata, budget %d", i, len(ch.Metadata), budget)
 		}
 	}
 }
 
-func TestBudget(t *testing.T) {
-	for _, budget := range []int{64, 300, DefaultBudget} {
-		b := NewBuilder(budget)
-		var added []int64
-		for o := int64(1_000_000_000); o < 1_000_000_000+100_000; o += 3 { // every run one offset, gap 2
-			if b.Add(o, false) {
-				added = append(added, o)
-			} else {
-				break
-			}
-		}
-		end := int64(1 << 62)
-		meta := b.Metadata(end)
-		if len(meta) > budget {
-			t.Errorf("budget %d: metadata is %d bytes", budget, len(meta))
-		}
-		if len(added) < 2 {
-			t.Fatalf("budget %d: only %d offsets fit", budget, len(added))
-		}
-		// A refused offset leaves the builder as it was: the map decodes to
-		// exactly what was added.
-		m, err := Decode(b.Committed(end), meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := len(m.Pending); got != len(added) {
-			t.Errorf("budget %d: %d runs decoded, %d added", budget, got, len(added))
+func firstAtOrPast(spans []Span, o int64) int {
+	for i, sp := range spans {
+		if sp.From >= o {
+			return i
 		}
 	}
-	// Extending a run costs nothing most of the time: a long run fits.
-	b := NewBuilder(64)
-	for o := range int64(100_000) {
-		if !b.Add(o, false) {
-			t.Fatalf("a run of consecutive offsets stopped fitting at %d", o)
+	return len(spans)
+}
+
+// TestChooseDoesNotSplitARunPastItsBudget: a restart finds one pending
+// run of 4,000 records (a few bytes of metadata); every other one is done
+// again. Marking them all done would split the run into 2,000: only as
+// many as fit are marked, and the map stays within the budget.
+func TestChooseDoesNotSplitARunPastItsBudget(t *testing.T) {
+	var spans []Span
+	for o := int64(1000); o < 5000; o++ {
+		spans = append(spans, Span{From: o, To: o + 1, Done: o%2 == 1})
+	}
+	ch := Choose(spans, 5000, 5000, DefaultBudget)
+	check(t, spans, 5000, ch)
+	if len(ch.Metadata) > DefaultBudget {
+		t.Fatalf("%d bytes of metadata, budget %d", len(ch.Metadata), DefaultBudget)
+	}
+	n := 0
+	for _, tk := range ch.Take {
+		if tk {
+			n++
 		}
+	}
+	if n == 0 || n == 2000 {
+		t.Fatalf("%d of 2000 done records marked, want some but not all", n)
+	}
+}
+
+// TestChooseMarksADonePrefixWhateverTheBudget: records done from the
+// committed offset on need no metadata; a budget too small for any
+// pending run still lets them go.
+func TestChooseMarksADonePrefixWhateverTheBudget(t *testing.T) {
+	spans := []Span{{From: 10, To: 11, Done: true}, {From: 11, To: 12, Done: true}, {From: 12, To: 13}, {From: 14, To: 15, Done: true}}
+	ch := Choose(spans, 20, 0, 1)
+	if !ch.Take[0] || !ch.Take[1] || ch.Take[3] || ch.Committed != 12 {
+		t.Fatalf("Choose with a 1-byte budget: %+v, want the first two marked and the commit at 12", ch)
 	}
 }
 
@@ -102,11 +168,11 @@ func TestForeignStaleAndMalformed(t *testing.T) {
 			t.Errorf("Decode(10, %q) = %+v, %v: want nothing done, no error", s, m, err)
 		}
 	}
-	_, meta := build([]int64{100, 105}, 200)
-	if _, err := Decode(100, meta); err != nil {
+	ch := Choose([]Span{{From: 100, To: 101}, {From: 105, To: 106}}, 200, 0, 0)
+	if _, err := Decode(100, ch.Metadata); err != nil {
 		t.Fatalf("own metadata: %v", err)
 	}
-	m, err := Decode(90, meta)
+	m, err := Decode(90, ch.Metadata)
 	if !errors.Is(err, ErrStale) || m.Done(101) {
 		t.Errorf("metadata of offset 100 read at 90: %+v, %v; want ErrStale and nothing done", m, err)
 	}
@@ -119,8 +185,8 @@ func TestForeignStaleAndMalformed(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	_, meta := build([]int64{7, 8, 9, 20, 40}, 100)
-	f.Add(int64(7), meta)
+	ch := Choose([]Span{{From: 7, To: 10}, {From: 20, To: 21}, {From: 40, To: 41}}, 100, 0, 0)
+	f.Add(int64(7), ch.Metadata)
 	f.Add(int64(0), "k1:AAEB")
 	f.Fuzz(func(t *testing.T, committed int64, s string) {
 		if committed < 0 {

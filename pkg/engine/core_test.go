@@ -26,9 +26,10 @@ import (
 
 // rig is one partition (0) of a source with two tiers and a DLQ.
 type rig struct {
-	t    *testing.T
-	c    *core
-	logs map[string][]*kgo.Record // every record written, per topic
+	t        *testing.T
+	c        *core
+	logs     map[string][]*kgo.Record // every record written, per topic
+	restarts int                      // restart's count, for its cores' instance tags
 }
 
 func newRig(t *testing.T, ordering flow.Ordering, tune func(*Options)) *rig {

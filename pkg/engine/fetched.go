@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -63,8 +64,17 @@ func (g groupCommits) set(topic string, p int32, cp commitPoint) {
 
 // offsetsFetched is the group client's kgo.OnOffsetsFetched: it keeps the
 // answer's commits and lets a waiting barrier be written.
+//
+// A commit it cannot read (a topic named only by an ID the metadata request
+// did not resolve) is an error, which makes franz-go join the group again
+// and fetch again: without its metadata the records it marks done would
+// be delivered and moved a second time (progress.go).
 func (e *Engine) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	commits := e.readCommits(ctx, cl, resp)
+	commits, err := e.readCommits(ctx, cl, resp)
+	if err != nil {
+		e.log.Warn("reading the group's commits; joining the group again", "err", err)
+		return err
+	}
 	e.mu.Lock()
 	defer e.unlock()
 	e.core.offsetsFetched(commits)
@@ -95,8 +105,8 @@ func (c *core) offsetsFetched(commits groupCommits) {
 
 // readCommits reads the partitions an OffsetFetch answered without error.
 // Version 10 names topics by ID only; their names come from a metadata
-// request (a topic it cannot name is left out).
-func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) groupCommits {
+// request, and a topic it cannot name is an error.
+func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) (groupCommits, error) {
 	commits := groupCommits{}
 	add := func(topic string, p int32, offset int64, epoch int32, meta *string, code int16) {
 		if topic == "" || kerr.ErrorForCode(code) != nil {
@@ -126,14 +136,16 @@ func (e *Engine) readCommits(ctx context.Context, cl *kgo.Client, resp *kmsg.Off
 				if names == nil {
 					names = e.topicNames(ctx, cl)
 				}
-				topic = names[t.TopicID]
+				if topic = names[t.TopicID]; topic == "" {
+					return nil, fmt.Errorf("the OffsetFetch answer names a topic by an ID (%x) no metadata request resolved", t.TopicID)
+				}
 			}
 			for _, p := range t.Partitions {
 				add(topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode)
 			}
 		}
 	}
-	return commits
+	return commits, nil
 }
 
 // topicNames maps the IDs of the topics the group consumes to their names;

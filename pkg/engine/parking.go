@@ -58,8 +58,14 @@ func (c *core) laneKeyOf(key []byte) []byte {
 	return key
 }
 
-// park moves source entry en of blocked lane l to the parking topic.
-func (c *core) park(l *lane, en *entry) {
+// park moves source entry en of blocked lane l to the parking topic. prev
+// is the lane's source record before en: en's park move is written with or
+// after prev's outcome (progress.go), so that the parking topic never holds
+// en while prev is still to be delivered, parked or moved.
+func (c *core) park(l *lane, en *entry, prev *entry) {
+	if prev != nil && prev.q == en.q && !prev.moved {
+		en.behind = prev
+	}
 	m := retrytopics.Move{
 		Origin:   *en.origin,
 		Key:      en.rec.Key,
@@ -75,7 +81,12 @@ func (c *core) park(l *lane, en *entry) {
 	r.Partition = en.q.p
 	if c.tooLarge(r) {
 		// Held unsettled, like a move that cannot fit (see apply): never
-		// lost, never committed past, loud.
+		// lost, never committed past, loud. Counted as on its way to
+		// parking, it keeps its key blocked, and the key's later records
+		// park behind it (their behind) until a restart after
+		// max.message.bytes is raised.
+		l.park.Park()
+		c.stats.ParkedRecords.Add(1)
 		c.stats.Stuck.Add(1)
 		c.log.Error("a record does not fit the parking topic; it holds its partition until max.message.bytes is raised there and kretry restarts",
 			"id", en.origin.ID(), "topic", r.Topic, "record_bytes", retrytopics.RecordSize(r), "max_message_bytes", c.topics.MaxBytes[r.Topic])
@@ -84,9 +95,6 @@ func (c *core) park(l *lane, en *entry) {
 	en.moves = append(en.moves, move{rec: r, ev: MoveEvent{
 		Group: c.opts.Group, Source: c.plan.Source, From: en.q.topic, To: c.opts.ParkingTopic, Kind: flow.MovePark, Stage: flow.StageParking,
 	}})
-	if h := l.running; h != nil && h.q == en.q && !h.settled {
-		en.behind = h // a spill: written with or after h's outcome (progress.go)
-	}
 	c.settle(en)
 	l.park.Park()
 	c.stats.ParkedRecords.Add(1)
@@ -133,9 +141,11 @@ func (c *core) maybeSpill(sh *shard, now time.Time) {
 // they are delivered in order from the parking topic once it finishes.
 func (c *core) spill(l *lane) {
 	var keep []*entry
+	prev := l.running
 	for _, w := range l.wait {
 		if w.q.stage == 0 {
-			c.park(l, w)
+			c.park(l, w, prev)
+			prev = w
 		} else {
 			keep = append(keep, w)
 		}
@@ -163,9 +173,11 @@ func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		c.leadWithUnblock(l, en)
 		en.moves = append(en.moves, move{rec: c.opRecord(sh.p, key, opBlock, en.origin.ID())})
 		var keep []*entry
+		prev := en
 		for _, w := range l.wait {
 			if w.q.stage == 0 {
-				c.park(l, w)
+				c.park(l, w, prev)
+				prev = w
 			} else {
 				keep = append(keep, w)
 			}
@@ -242,8 +254,8 @@ func (c *core) feed(l *lane, carrier *entry) {
 // The replay applies a key's ops in changelog order, and an unblock clears
 // the key's heads: it must precede every op of the key's next block. Its
 // carrier alone does not guarantee that. A transaction writes the source's
-// moves before the tiers' and the parking topic's, and takes a source or
-// tier entry only once every earlier entry of its queue is settled; so the
+// moves before the tiers' and the parking topic's, and may leave a settled
+// entry for a later transaction (the metadata budget, progress.go); so the
 // block op of a record delivered right after the unblock could be written
 // before the unblock, in the same transaction or an earlier one, and a
 // successor would replay the key as not blocked. So until its carrier is

@@ -22,12 +22,11 @@ import (
 // The map comes from the group's commit: the assignment's OffsetFetch
 // (fetched.go) or the engine's own last transaction (core.commits).
 //
-// The metadata is kept within offsetmap.DefaultBudget: past it, the
-// pending records beyond the budget's last one stay in memory, their
-// settled successors untaken, until earlier ones are done (the partition
-// pauses at MaxPending entries, as before). Records the inherited map
-// lists as pending are always listed again, so what a predecessor
-// committed as done stays done.
+// The metadata is kept within offsetmap.DefaultBudget (offsetmap.Choose):
+// past it, the settled records past the last one that fits stay in
+// memory, unmoved, until earlier ones are done (the partition pauses at
+// MaxPending entries, as before); a map never ends before the last
+// commit's, so what a predecessor committed as done stays done.
 //
 // One ordering rule rides on it. A parked source record whose key's
 // earlier source record is still in delivery (a spill, parking.go) is
@@ -51,6 +50,9 @@ type progress struct {
 	// inherited is the done map of the commit the queue started from.
 	inherited    offsetmap.Map
 	hasInherited bool
+	// mapEnd is the End of the map of the last commit (or the inherited
+	// one): the next never ends before it (offsetmap.Choose).
+	mapEnd int64
 }
 
 // inherit starts q from the group's commit cp, before any record of it is
@@ -65,6 +67,7 @@ func (c *core) inherit(q *queue, cp commitPoint) {
 	}
 	q.inherited, q.hasInherited = m, true
 	q.end, q.endEpoch = cp.Offset, cp.Epoch
+	q.mapEnd = m.End
 }
 
 // skip takes r's offset as read and reports whether the inherited map
@@ -75,40 +78,44 @@ func (q *queue) skip(r *kgo.Record) bool {
 	return done
 }
 
-// takeDone hands every settled entry of q that may go (takeable) to take,
-// drops them from q, and returns q's commit point. It reports false when
-// q has nothing to commit (no record read, no commit inherited).
+// takeDone hands the settled entries of q that the next commit marks done
+// to take, drops them from q, and returns q's commit point (offsetmap.
+// Choose decides, within the metadata budget). It reports false when q has
+// nothing to commit (no record read, no commit inherited).
 func (c *core) takeDone(q *queue, take func(*entry)) (commitPoint, bool) {
 	if !q.hasCommit && !q.hasInherited {
 		return commitPoint{}, false
 	}
-	inheritedEnd := int64(-1) // pending records before it are listed whatever the budget
-	if q.hasInherited {
-		inheritedEnd = q.inherited.End
-	}
-	b := offsetmap.NewBuilder(c.opts.commitMetaBudget)
-	cut, end := false, max(q.end, inheritedEnd)
-	kept := q.entries[:0]
+	end := q.end
+	spans := make([]offsetmap.Span, 0, len(q.entries)+1)
 	for _, en := range q.entries {
+		// A spilled record may go with the record it waits behind, which
+		// is earlier in q: its doneNow is this pass's.
+		en.doneNow = en.settled && (en.behind == nil || en.behind.moved || en.behind.doneNow)
 		o := en.rec.Offset
-		if !cut && en.settled && en.takeable() {
+		spans = append(spans, offsetmap.Span{From: o, To: o + 1, Done: en.doneNow})
+	}
+	if q.hasInherited {
+		end = max(end, q.inherited.End)
+		for _, r := range q.inherited.Pending { // not read yet
+			if r.To > q.end {
+				spans = append(spans, offsetmap.Span{From: max(r.From, q.end), To: r.To})
+			}
+		}
+	}
+	ch := offsetmap.Choose(spans, end, q.mapEnd, c.opts.commitMetaBudget)
+	q.mapEnd = ch.End
+	kept := q.entries[:0]
+	for i, en := range q.entries {
+		if ch.Take[i] {
 			take(en)
 			continue
-		}
-		if !cut && !b.Add(o, o < inheritedEnd) {
-			cut, end = true, o // nothing from here on is taken
 		}
 		kept = append(kept, en)
 	}
 	clear(q.entries[len(kept):]) // the backing array must not keep them alive
 	q.entries = kept
-	if q.hasInherited && !cut {
-		// Pending records of the inherited map not read yet.
-		for _, r := range q.inherited.Pending {
-			b.AddRun(max(r.From, q.end), r.To)
-		}
-	}
-	cp := commitPoint{EpochOffset: kgo.EpochOffset{Offset: b.Committed(end), Epoch: -1}, Meta: b.Metadata(end)}
+	cp := commitPoint{EpochOffset: kgo.EpochOffset{Offset: ch.Committed, Epoch: -1}, Meta: ch.Metadata}
 	switch {
 	case len(q.entries) > 0 && q.entries[0].rec.Offset == cp.Offset:
 		cp.Epoch = q.entries[0].rec.LeaderEpoch
@@ -117,8 +124,3 @@ func (c *core) takeDone(q *queue, take func(*entry)) (commitPoint, bool) {
 	}
 	return cp, true
 }
-
-// takeable reports whether a settled entry may be taken into a
-// transaction: a spilled record only with or after the record it waits
-// behind.
-func (en *entry) takeable() bool { return en.behind == nil || en.behind.moved }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -28,6 +29,8 @@ func (g *rig) restart(tune func(*Options)) {
 		tune(&o)
 	}
 	g.c = newTestCore(g.t, o)
+	g.restarts++
+	g.c.instanceTag = fmt.Sprintf("restart%d", g.restarts) // its own barrier nonces
 	g.c.assign(map[string][]int32{g.c.plan.Source: {0}})
 	g.c.offsetsFetched(old.commits)
 	for topic, log := range g.logs {

@@ -84,6 +84,9 @@ type entry struct {
 	settled bool
 	// moved: its moves were handed to a transaction.
 	moved bool
+	// doneNow: settled and free to go with the next commit (progress.go;
+	// valid while takeDone runs).
+	doneNow bool
 	// held is set once a failed delivery of it was held (overload gate;
 	// see overload.go).
 	held bool
@@ -117,6 +120,9 @@ type lane struct {
 	running *entry
 	keyed   bool
 	queued  bool
+	// tail is the lane's last source record, delivered or parked: a
+	// record parked next is written with or after it (park).
+	tail *entry
 
 	// park is the key's parking state machine (ordering key or partition;
 	// package parking); the fields below are the engine's bookkeeping of
@@ -249,8 +255,10 @@ func (c *core) accept(sh *shard, q *queue, r *kgo.Record) {
 		o, _ := retrytopics.ReadOrigin(r, true, 0)
 		en := c.newEntry(q, r, &o)
 		l := c.laneFor(sh, r.Key)
+		prev := l.tail
+		l.tail = en
 		if c.parking() && l.keyed && l.blocked() {
-			c.park(l, en)
+			c.park(l, en, prev)
 			return
 		}
 		c.push(l, en)
