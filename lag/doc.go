@@ -46,6 +46,13 @@
 //   - an empty group (no members) that still has commits: measured like
 //     any other; its lag grows while records arrive, and its status turns
 //     STOP.
+//   - kretry's own commits: the engine commits the offset of its first
+//     record not done, with metadata naming the records past it still
+//     pending (internal/offsetmap; pkg/engine progress.go). The offsets
+//     past the committed one that the metadata marks done are not lag
+//     (Flags.DoneAhead). The age stays that of the record at the committed
+//     offset, the oldest not done; the drain rate, which follows the
+//     committed offset, stands still while that record is in delivery.
 //
 // # Age
 //

@@ -180,6 +180,12 @@ func (c *cluster) waitMarker(cl *kgo.Client, topic string, partition int32) {
 
 func (c *cluster) commit(group, topic string, partition int32, offset int64) {
 	c.t.Helper()
+	c.commitMeta(group, topic, partition, offset, "")
+}
+
+// commitMeta commits offset with metadata meta.
+func (c *cluster) commitMeta(group, topic string, partition int32, offset int64, meta string) {
+	c.t.Helper()
 	// A fresh client: a shared one may cache the ID of a deleted topic.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs...))
 	if err != nil {
@@ -187,7 +193,7 @@ func (c *cluster) commit(group, topic string, partition int32, offset int64) {
 	}
 	defer cl.Close()
 	var os kadm.Offsets
-	os.AddOffset(topic, partition, offset, -1)
+	os.Add(kadm.Offset{Topic: topic, Partition: partition, At: offset, LeaderEpoch: -1, Metadata: meta})
 	if err := kadm.NewClient(cl).CommitAllOffsets(context.Background(), group, os); err != nil {
 		c.t.Fatalf("commit %s %s[%d]@%d: %v", group, topic, partition, offset, err)
 	}

@@ -228,7 +228,7 @@ func (s *scan) listOffsets(ctx context.Context, topics []string) {
 // row is the row of group's topic/p at offset committed (-1: none), read
 // committed when rc; its end is the last stable offset then, else the
 // high watermark.
-func (s *scan) row(group string, rc bool, topic string, p int32, committed int64, commitErr error) Row {
+func (s *scan) row(group string, rc bool, topic string, p int32, committed int64, meta string, commitErr error) Row {
 	r := Row{Group: group, Topic: topic, Partition: p, Committed: committed, LastStable: -1, Lag: -1, readCommitted: rc}
 	var e error
 	st, ok1 := s.starts.get(topic, p)
@@ -261,7 +261,12 @@ func (s *scan) row(group string, rc bool, topic string, p int32, committed int64
 		r.Error = e.Error()
 		return r
 	}
-	r.Lag, _, r.Flags = Compute(committed, r.LogStart, r.End)
+	var from int64
+	r.Lag, from, r.Flags = Compute(committed, r.LogStart, r.End)
+	if from == committed {
+		r.DoneAhead = DoneAhead(committed, r.End, meta)
+		r.Lag -= r.DoneAhead
+	}
 	return r
 }
 
@@ -296,12 +301,12 @@ func (s *scan) groupRows() []Row {
 				if !expected && !hasCommit && !s.assigned[g.Name][t][p] {
 					continue
 				}
-				committed := int64(-1)
+				committed, meta := int64(-1), ""
 				var cerr error
 				if hasCommit {
-					committed, cerr = c.At, c.Err
+					committed, meta, cerr = c.At, c.Metadata, c.Err
 				}
-				r := s.row(g.Name, g.ReadCommitted, t, p, committed, cerr)
+				r := s.row(g.Name, g.ReadCommitted, t, p, committed, meta, cerr)
 				r.Assigned = s.assigned[g.Name][t][p]
 				if expected {
 					r.Source, r.Stage, r.Wait = st.Source, st.Stage, st.Wait
@@ -333,7 +338,7 @@ func (s *scan) dlqRows() []Row {
 					committed, cerr = c.At, c.Err
 				}
 			}
-			r := s.row(dg, true, d.Topic, p, committed, cerr)
+			r := s.row(dg, true, d.Topic, p, committed, "", cerr)
 			r.Source, r.Stage = d.Source, StageDLQ
 			// Records wait in a DLQ by design: no commit is no flag there.
 			r.NoCommit = false

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/internal/offsetmap"
 	"github.com/kretry/kretry/lag"
 )
 
@@ -70,6 +71,31 @@ func TestLagStates(t *testing.T) {
 		if r.Status != lag.StatusOK {
 			t.Errorf("p%d: status %v after one scan, want OK", tc.p, r.Status)
 		}
+	}
+}
+
+// TestLagLeavesOutWhatTheCommitMarksDone: kretry commits the offset of
+// its first record not done, with metadata naming the records past it
+// still pending (internal/offsetmap); the lag counts only those and the
+// records past the map, the rest is DoneAhead.
+func TestLagLeavesOutWhatTheCommitMarksDone(t *testing.T) {
+	c := newCluster(t)
+	c.createTopic("orders", 1)
+	old := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	c.produce("orders", 0, 20, old)
+	// Offsets 2 and 5-6 pending, 3-4 and 7-11 done, 12-19 not read yet.
+	ch := offsetmap.Choose([]offsetmap.Span{{From: 2, To: 3}, {From: 5, To: 7}}, 12, 0, 0)
+	c.commitMeta("orders-kretry", "orders", 0, ch.Committed, ch.Metadata)
+	m := c.monitor(lag.Config{Groups: []lag.Group{{Name: "orders-kretry", ReadCommitted: true, Topics: []lag.Topic{{Name: "orders"}}}}})
+	r := findRow(t, scan(t, m), "orders-kretry", "orders", 0)
+	if r.Error != "" || r.Committed != 2 || r.Lag != 11 || r.DoneAhead != 7 {
+		t.Fatalf("committed %d lag %d done ahead %d (%s), want 2, 11 (3 pending + 8 not read) and 7", r.Committed, r.Lag, r.DoneAhead, r.Error)
+	}
+	if lag.DoneAhead(2, 20, "member-1") != 0 || lag.DoneAhead(3, 20, ch.Metadata) != 0 {
+		t.Fatal("metadata of another writer, or of another offset, marks something done")
+	}
+	if n := lag.DoneAhead(2, 6, ch.Metadata); n != 2 {
+		t.Fatalf("DoneAhead below an end of 6: %d, want 2 (offsets 3 and 4)", n)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/kretry/kretry/internal/offsetmap"
 )
 
 // Row is one group's position in one partition, as one scan saw it.
@@ -77,6 +79,11 @@ type Flags struct {
 	// transaction markers and aborted records, nothing to consume; the lag
 	// is 0 (the offsets are not records).
 	MarkersOnly bool
+	// DoneAhead counts the offsets past the committed offset that the
+	// commit's metadata marks done: kretry commits out of offset order
+	// (the offset of its first record not done, and which records past it
+	// are; pkg/engine progress.go). They are not counted in the lag.
+	DoneAhead int64
 }
 
 type rowJSON struct {
@@ -99,6 +106,7 @@ type rowJSON struct {
 	Clamped       bool     `json:"clamped,omitempty"`
 	PastEnd       bool     `json:"past_end,omitempty"`
 	MarkersOnly   bool     `json:"markers_only,omitempty"`
+	DoneAhead     int64    `json:"done_ahead,omitempty"`
 	Assigned      bool     `json:"assigned"`
 	Status        Status   `json:"status"`
 	Error         string   `json:"error,omitempty"`
@@ -123,7 +131,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 		LastStable: r.LastStable, End: r.End, Lag: r.Lag,
 		AgeSeconds: r.Age.Seconds(), AgeKnown: r.AgeKnown,
 		NoCommit: r.NoCommit, Clamped: r.Clamped, PastEnd: r.PastEnd, MarkersOnly: r.MarkersOnly,
-		Assigned: r.Assigned, Status: r.Status, Error: r.Error,
+		DoneAhead: r.DoneAhead, Assigned: r.Assigned, Status: r.Status, Error: r.Error,
 	})
 }
 
@@ -276,6 +284,28 @@ func Compute(committed, logStart, end int64) (lag, from int64, f Flags) {
 		return 0, end, f
 	}
 	return end - from, from, f
+}
+
+// DoneAhead is how many offsets in [committed, end) the commit's
+// metadata meta marks done (package offsetmap: kretry's out-of-order
+// commits); 0 for metadata of any other writer, or of another offset.
+func DoneAhead(committed, end int64, meta string) int64 {
+	if committed < 0 {
+		return 0
+	}
+	m, err := offsetmap.Decode(committed, meta)
+	if err != nil {
+		return 0
+	}
+	hi := min(m.End, end)
+	done := hi - committed
+	for _, r := range m.Pending {
+		if r.From >= hi {
+			break
+		}
+		done -= min(r.To, hi) - r.From
+	}
+	return max(done, 0)
 }
 
 func sortRows(rows []Row) {

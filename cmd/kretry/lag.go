@@ -299,6 +299,7 @@ func note(r lag.Row) string {
 		{r.Clamped, "commit below log start"},
 		{r.PastEnd, "commit past end"},
 		{r.MarkersOnly, "only transaction markers left"},
+		{r.DoneAhead > 0, fmt.Sprintf("%d past the commit done (not lag)", r.DoneAhead)},
 	} {
 		if f.on {
 			n = append(n, f.text)
