@@ -28,11 +28,13 @@ import (
 // MaxPending entries, as before); a map never ends before the last
 // commit's, so what a predecessor committed as done stays done.
 //
-// One ordering rule rides on it. A parked source record whose key's
-// earlier source record is still in delivery (a spill, parking.go) is
-// taken only with or after that record: its park move, written before the
-// earlier record's outcome, would let a restart release it ahead of that
-// record.
+// One ordering rule rides on it. A parked source record is taken only
+// with or after the previous source record of its lane (entry.behind, set
+// by park): its park move, written before that record's outcome, would
+// otherwise let the parked record be released ahead of it, now or after a
+// restart (a spill behind a record in delivery; a record held by the
+// overload gate; one too large for the parking topic). The prefix rule
+// gave this for free.
 
 // commitPoint is one partition's commit: its offset and its metadata.
 type commitPoint struct {
