@@ -40,6 +40,10 @@ func (c *core) prepare() *txn {
 		en.moved = true
 		tx.moves = append(tx.moves, en.moves...)
 		tx.after = append(tx.after, en.after...)
+		if en.q.stage == 0 {
+			c.untail(en)
+			en.release()
+		}
 	}
 	advanced := false
 	tx.moves = append(tx.moves, c.loose...)

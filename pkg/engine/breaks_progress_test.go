@@ -52,7 +52,7 @@ func deliveredOffsets(rs []*result, k string) []int64 {
 
 // TestBreakProgressHeldHeadOfASpillKeepsItsKeysOrder: key k's first record
 // is slow, so the records waiting behind it spill to parking (their park
-// moves wait for it: entry.behind). Its delivery then fails while the
+// moves wait for it: queue.behind). Its delivery then fails while the
 // overload breaker is open: the attempt does not count (Hold) and the
 // record goes back to the head of its lane, no longer running. A record of
 // k fetched now is parked too, but with no record to wait behind: its park

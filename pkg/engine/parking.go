@@ -64,8 +64,12 @@ func (c *core) laneKeyOf(key []byte) []byte {
 // en while prev is still to be delivered, parked or moved.
 func (c *core) park(l *lane, en *entry, prev *entry) {
 	if prev != nil && prev.q == en.q && !prev.moved {
-		en.behind = prev
+		if en.q.behind == nil {
+			en.q.behind = map[*entry]*entry{}
+		}
+		en.q.behind[en] = prev
 	}
+	l.tail = en
 	m := retrytopics.Move{
 		Origin:   *en.origin,
 		Key:      en.rec.Key,
@@ -99,6 +103,21 @@ func (c *core) park(l *lane, en *entry, prev *entry) {
 	l.park.Park()
 	c.stats.ParkedRecords.Add(1)
 	c.syncBlocked(l)
+}
+
+// untail clears the tail of the lane of source entry en, parked and now
+// taken by a transaction, so that a blocked key does not keep it alive.
+func (c *core) untail(en *entry) {
+	if len(en.moves) == 0 || en.moves[0].ev.Kind != flow.MovePark {
+		return
+	}
+	sh := c.shards[en.q.p]
+	if sh == nil {
+		return
+	}
+	if l := sh.lanes[string(c.laneKeyOf(en.rec.Key))]; l != nil && l.tail == en {
+		l.tail = nil
+	}
 }
 
 // syncBlocked keeps the BlockedKeys gauge and its shard's count in step

@@ -29,7 +29,7 @@ import (
 // commit's, so what a predecessor committed as done stays done.
 //
 // One ordering rule rides on it. A parked source record is taken only
-// with or after the previous source record of its lane (entry.behind, set
+// with or after the previous source record of its lane (queue.behind, set
 // by park): its park move, written before that record's outcome, would
 // otherwise let the parked record be released ahead of it, now or after a
 // restart (a spill behind a record in delivery; a record held by the
@@ -93,7 +93,10 @@ func (c *core) takeDone(q *queue, take func(*entry)) (commitPoint, bool) {
 	for _, en := range q.entries {
 		// A spilled record may go with the record it waits behind, which
 		// is earlier in q: its doneNow is this pass's.
-		en.doneNow = en.settled && (en.behind == nil || en.behind.moved || en.behind.doneNow)
+		en.doneNow = en.settled
+		if b, ok := q.behind[en]; ok && en.doneNow {
+			en.doneNow = b.moved || b.doneNow
+		}
 		o := en.rec.Offset
 		spans = append(spans, offsetmap.Span{From: o, To: o + 1, Done: en.doneNow})
 	}

@@ -104,3 +104,18 @@ func cloneHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	}
 	return out
 }
+
+// release lets go of what a source entry holds once a transaction took it:
+// a lane may still point at it (lane.tail) while its key is blocked, and
+// must not pin its fetched batch, its move record or the record it waited
+// behind.
+func (en *entry) release() {
+	if en.q.behind != nil {
+		delete(en.q.behind, en)
+	}
+	en.moves, en.after = nil, nil
+	en.rec.Key, en.rec.Value = nil, nil
+	if en.origin != nil {
+		en.origin.Headers = nil
+	}
+}

@@ -59,6 +59,10 @@ type queue struct {
 	// progress is what the source's and the tiers' queues know of the
 	// records past their committed offset (progress.go).
 	progress
+	// behind maps a parked source record to the record of its lane it is
+	// written with or after (park; progress.go). A map, not an entry field:
+	// few records have one, and every entry would pay for the field.
+	behind map[*entry]*entry
 	// seen is the offset after the last record taken; records below it
 	// (fetched again after a rewind) are skipped.
 	seen int64
@@ -98,10 +102,6 @@ type entry struct {
 	// gapAfter is set on a released parked record behind a dead-lettered
 	// head (kretry-gap-after).
 	gapAfter string
-	// behind is the unsettled source record of its key that this parked
-	// source record waits behind (a spill): its park move is not written
-	// before that record's own outcome (see progress.go).
-	behind *entry
 }
 
 // move is one record a transaction writes, with its event for observers.
@@ -120,8 +120,9 @@ type lane struct {
 	running *entry
 	keyed   bool
 	queued  bool
-	// tail is the lane's last source record, delivered or parked: a
-	// record parked next is written with or after it (park).
+	// tail is the lane's last parked source record while no transaction
+	// has taken it: the record parked next is written with or after it
+	// (park; untail).
 	tail *entry
 
 	// park is the key's parking state machine (ordering key or partition;
@@ -255,10 +256,8 @@ func (c *core) accept(sh *shard, q *queue, r *kgo.Record) {
 		o, _ := retrytopics.ReadOrigin(r, true, 0)
 		en := c.newEntry(q, r, &o)
 		l := c.laneFor(sh, r.Key)
-		prev := l.tail
-		l.tail = en
 		if c.parking() && l.keyed && l.blocked() {
-			c.park(l, en, prev)
+			c.park(l, en, l.tail)
 			return
 		}
 		c.push(l, en)
