@@ -8,6 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/offsetmap"
+	"github.com/kretry/kretry/internal/topicread"
 )
 
 // Orphan is a tier topic that the plan no longer names but that still holds
@@ -16,14 +20,18 @@ import (
 // with ordering key their keys stay blocked behind them.
 type Orphan struct {
 	Topic   string
-	Records int64 // end offset minus committed offset (or log start), summed over partitions; transaction markers count
+	Records int64 // records of committed transactions past the group's commit, summed over partitions
 }
 
 // Orphans lists the topics named like a tier of p's source
 // ("<source>.retry.*", see TierTopic) that p does not consume and that
-// still hold records past group's committed offsets. It returns the broker
-// error of a listing or offset lookup that fails.
-func Orphans(ctx context.Context, adm *kadm.Client, p *Plan, group string) ([]Orphan, error) {
+// still hold records past group's committed offsets. It counts records,
+// read with the client options opts as the engine reads them
+// (read_committed, up to the last stable offset): a transaction marker
+// after the last record the group took, or a record its commit's metadata
+// marks done (internal/offsetmap), is not one. It returns the broker error
+// of a listing, offset lookup or read that fails.
+func Orphans(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, p *Plan, group string) ([]Orphan, error) {
 	all, err := adm.ListTopics(ctx)
 	if err != nil {
 		return nil, err
@@ -38,7 +46,7 @@ func Orphans(ctx context.Context, adm *kadm.Client, p *Plan, group string) ([]Or
 	if len(candidates) == 0 {
 		return nil, nil
 	}
-	ends, err := adm.ListEndOffsets(ctx, candidates...)
+	ends, err := adm.ListCommittedOffsets(ctx, candidates...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,20 +65,30 @@ func Orphans(ctx context.Context, adm *kadm.Client, p *Plan, group string) ([]Or
 	}
 	var out []Orphan
 	for _, t := range candidates {
-		var n int64
+		from, to, done := map[int32]int64{}, map[int32]int64{}, map[int32]offsetmap.Map{}
 		ends.Each(func(o kadm.ListedOffset) {
 			if o.Topic != t || o.Err != nil {
 				return
 			}
-			from := int64(0)
+			f := int64(0)
 			if s, ok := starts.Lookup(t, o.Partition); ok && s.Err == nil {
-				from = s.Offset
+				f = s.Offset
 			}
 			if c, ok := committed.Lookup(t, o.Partition); ok && c.Err == nil && c.At >= 0 {
-				from = max(from, c.At)
+				f = max(f, c.At)
+				done[o.Partition], _ = offsetmap.Decode(c.At, c.Metadata)
 			}
-			n += max(o.Offset-from, 0)
+			from[o.Partition], to[o.Partition] = f, o.Offset
 		})
+		var n int64
+		err := topicread.Range(ctx, opts, t, true, from, to, func(r *kgo.Record) {
+			if m, ok := done[r.Partition]; !ok || !m.Done(r.Offset) {
+				n++
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", t, err)
+		}
 		if n > 0 {
 			out = append(out, Orphan{Topic: t, Records: n})
 		}

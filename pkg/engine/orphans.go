@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/retrytopics"
 )
@@ -14,7 +17,9 @@ import (
 // ever and, with ordering key, their keys stay blocked (found by a newcomer
 // who shortened the tiers while a record waited in the old 30s tier).
 func (e *Engine) warnOrphans(ctx context.Context) {
-	orphans, err := retrytopics.Orphans(ctx, e.adm, &e.plan, e.opts.Group)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // advisory: never hold the start up long
+	defer cancel()
+	orphans, err := retrytopics.Orphans(ctx, e.adm, append(slices.Clone(e.opts.ClientOpts), kgo.SeedBrokers(e.opts.Brokers...)), &e.plan, e.opts.Group)
 	if err != nil {
 		e.log.Debug("could not look for tier topics left by an earlier tier list", "err", err)
 		return
