@@ -138,7 +138,7 @@ func (c *core) addMove(en *entry, route retrytopics.Route, f retrytopics.Failure
 	// Stages are co-partitioned: the move stays on the partition it was read
 	// from, whatever a (possibly forged) header says.
 	r.Partition = en.q.p
-	en.moves = append(en.moves, move{rec: r, ev: ev})
+	en.moves = append(en.moves, move{rec: r, ev: ev, due: m.Due})
 }
 
 // tooLarge reports whether r exceeds its topic's max.message.bytes.

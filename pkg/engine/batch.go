@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,7 +85,39 @@ func (c *core) prepare() *txn {
 	if !advanced && len(tx.moves) == 0 {
 		return nil
 	}
+	dueOrder(tx.moves)
 	return tx
+}
+
+// dueOrder puts the retry moves of one transaction in due order, each in
+// a slot a retry move held, and leaves every other move where it is. A
+// tier partition hands out its records in offset order, each once it is
+// due (retrytopics.Schedule): written in the order their queues were
+// walked, a retry that failed early sat behind one that failed up to a
+// CommitInterval later, and was late by as much (issue 10). The moves of
+// one transaction become visible together, so no order across partitions
+// is lost; within a tier partition the order is the due order, which is
+// what its readers keep. Two retries of one key are never in one
+// transaction under key or partition ordering (the key waits on the
+// first); under ordering none there is no order to keep.
+func dueOrder(moves []move) {
+	var slots []int
+	for i, m := range moves {
+		if m.ev.Kind == flow.MoveRetry {
+			slots = append(slots, i)
+		}
+	}
+	if len(slots) < 2 {
+		return
+	}
+	retries := make([]move, len(slots))
+	for j, i := range slots {
+		retries[j] = moves[i]
+	}
+	slices.SortStableFunc(retries, func(a, b move) int { return a.due.Compare(b.due) })
+	for j, i := range slots {
+		moves[i] = retries[j]
+	}
 }
 
 // takeParking hands the settled entries of parking queue q to take and

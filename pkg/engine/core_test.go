@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -337,6 +338,64 @@ func TestCoreStartsADueRetryWhenASlotFrees(t *testing.T) {
 		next := g.answer(busy[0], nil) // no dispatch: the loop is elsewhere
 		if len(next) != 1 || string(next[0].msg.Key) != "k" || next[0].msg.Attempt != 2 {
 			t.Fatalf("the end of j's delivery began %+v, want k's due retry", next)
+		}
+	})
+}
+
+// TestCoreWritesRetriesInDueOrder: a tier partition hands out its records
+// in offset order, each once due, so a transaction writes its retries in
+// due order, not in the order their records were read: b failed first and
+// is delivered again at its own due time, not behind a, which failed ten
+// seconds after it. The dead-letter move keeps its slot.
+func TestCoreWritesRetriesInDueOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, flow.OrderingNone, nil)
+		g.source("a", "b", "c")
+		rs := g.dispatch()
+		if got := keys(rs); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("began %q, want [a b c]", got)
+		}
+		g.answer(rs[1], e503)
+		g.answer(rs[2], delivery.Permanent(errors.New("bad")))
+		time.Sleep(10 * time.Second)
+		g.answer(rs[0], e503)
+		tx := g.commit()
+		tier := g.c.plan.Tiers[0].Topic
+		want := []string{"retry:" + tier + ":b", "retry:" + tier + ":a", "dead-letter:" + g.c.plan.DLQ + ":c"}
+		if got := moved(tx); !slices.Equal(got, want) {
+			t.Fatalf("the transaction wrote %q, want %q", got, want)
+		}
+		time.Sleep(50 * time.Second) // b's retry is due, a's in ten seconds
+		if got := keys(g.dispatch()); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("at b's due time began %q, want [b]", got)
+		}
+	})
+}
+
+// TestCorePollWaitsUntilTheNextTransaction: the loop's poll waits until
+// the transaction due CommitInterval after the last, not a whole interval
+// from the poll's start, and less when a waiting tier resumes first.
+func TestCorePollWaitsUntilTheNextTransaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, flow.OrderingNone, func(o *Options) { o.CommitInterval = 100 * time.Millisecond })
+		g.commit()
+		time.Sleep(90 * time.Millisecond)
+		if got := g.c.pollWait(time.Now()); got != 10*time.Millisecond {
+			t.Fatalf("90ms after a transaction the poll waits %s, want 10ms", got)
+		}
+		time.Sleep(time.Second)
+		if got := g.c.pollWait(time.Now()); got != time.Millisecond {
+			t.Fatalf("with a transaction overdue the poll waits %s, want 1ms", got)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, flow.OrderingNone, func(o *Options) { o.CommitInterval = time.Hour })
+		g.source("k")
+		g.answer(g.dispatch()[0], e503)
+		g.commit() // the retry is read back from the tier, due in a minute
+		want := time.Minute - g.c.tierLead()
+		if got := g.c.pollWait(time.Now()); got != want {
+			t.Fatalf("with a retry due in a minute the poll waits %s, want %s (the tier resumes then)", got, want)
 		}
 	})
 }

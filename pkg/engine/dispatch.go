@@ -125,6 +125,25 @@ func (c *core) nextDue() (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
+// pollWait is how long the loop's poll may wait at now for records: until
+// the next transaction is due (CommitInterval after the last, txnDue), the
+// next tier record falls due (nextDue) or the overload gate wakes; at
+// least 1ms. Counted from the poll instead of the last transaction, a
+// loop that found no records near the end of one interval waited out a
+// second one, and the retry moves settled in it were written up to two
+// intervals after their failures, their retries late by as much (issue
+// 10).
+func (c *core) pollWait(now time.Time) time.Duration {
+	next := c.lastCommit.Add(c.opts.CommitInterval)
+	if d, ok := c.nextDue(); ok && d.Before(next) {
+		next = d
+	}
+	if d, ok := c.gateWake(); ok && d.Before(next) { // overload gate
+		next = d
+	}
+	return max(next.Sub(now), time.Millisecond)
+}
+
 // tierLead is how long before its next record is due a waiting tier
 // partition resumes, so that the records behind it are fetched by their
 // own due times: franz-go does not cut short a fetch in flight when a

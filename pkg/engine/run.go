@@ -110,18 +110,12 @@ func (e *Engine) survive(ctx context.Context, err error) error {
 	return err
 }
 
-// poll waits for records until the next commit or due time, or until a
-// delivery result wakes it.
+// poll waits for records until the next commit or due time (pollWait), or
+// until a delivery result wakes it.
 func (e *Engine) poll(ctx context.Context) kgo.Fetches {
 	e.applyPauses()
 	e.mu.Lock()
-	wait := e.opts.CommitInterval
-	if next, ok := e.nextDue(); ok {
-		wait = min(wait, max(time.Until(next), time.Millisecond))
-	}
-	if next, ok := e.gateWake(); ok { // overload gate
-		wait = min(wait, max(time.Until(next), time.Millisecond))
-	}
+	wait := e.pollWait(time.Now())
 	e.unlock()
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

@@ -108,6 +108,8 @@ type entry struct {
 type move struct {
 	rec *kgo.Record
 	ev  MoveEvent
+	// due is a retry's kretry-due-time (zero for other moves).
+	due time.Time
 }
 
 // lane serialises the records of one key of one partition (or, with
