@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kretry/kretry/pkg/delivery"
 )
 
 // TestBackToBackOffsetOnlyTransactionsCommit: a healthy backlog commits in
@@ -41,4 +46,81 @@ func TestBackToBackOffsetOnlyTransactionsCommit(t *testing.T) {
 	if calls := e.app.numCalls(); calls != n {
 		t.Errorf("%d deliveries of %d records: %d delivered again", calls, n, calls-n)
 	}
+}
+
+// TestTransactionWithMovesWaitsForThePreviousMarkers: a transaction's first
+// produce follows a DescribeTransactions that found the previous one
+// complete. On Kafka (transaction version 2) a produce sent while the
+// previous transaction's markers are written is answered
+// CONCURRENT_TRANSACTIONS and franz-go backs off 250ms and more (e2e/bench
+// saw 4.4s transactions). The embedded broker writes markers at once, so
+// the test asserts the order of requests, not a delay.
+func TestTransactionWithMovesWaitsForThePreviousMarkers(t *testing.T) {
+	c, e := newControlledEnv(t)
+	o := e.options(e.app)
+	var (
+		mu        sync.Mutex
+		seq       []string // "end", "describe", "produce", as the broker got them
+		following int      // produces that began a transaction after another's End
+		unwaited  int      // ... with no DescribeTransactions in between
+	)
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if what == "produce" && len(seq) > 0 && seq[len(seq)-1] != "produce" {
+			if end := lastIndex(seq, "end"); end >= 0 {
+				following++
+				if !slices.Contains(seq[end+1:], "describe") {
+					unwaited++
+				}
+			}
+		}
+		seq = append(seq, what)
+	}
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.EndTxnRequest).TransactionalID == o.TransactionalID {
+			note("end")
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.DescribeTransactions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if slices.Contains(kreq.(*kmsg.DescribeTransactionsRequest).TransactionalIDs, o.TransactionalID) {
+			note("describe")
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if id := kreq.(*kmsg.ProduceRequest).TransactionID; id != nil && *id == o.TransactionalID {
+			note("produce")
+		}
+		return nil, nil, false
+	})
+	e.app.setAnswer(func(*delivery.Message) error { return e422 }) // every record a DLQ move
+	const n = 200
+	e.produce(e.values("v", n, 1)...)
+	o.MaxPending = 20 // a transaction every 10 settled records: back to back
+	o.CommitInterval = time.Hour
+	e.start(o)
+	eventually(t, "every record dead-lettered", func() bool { return e.endOffset(e.plan.DLQ) >= n })
+	mu.Lock()
+	defer mu.Unlock()
+	if following < 3 {
+		t.Fatalf("only %d transactions produced after another ended; the test needs back-to-back transactions with moves (requests: %v)", following, seq)
+	}
+	if unwaited > 0 {
+		t.Errorf("%d of %d transactions produced after the previous End without describing the transaction first", unwaited, following)
+	}
+}
+
+// lastIndex is the index of the last s in seq, or -1.
+func lastIndex(seq []string, s string) int {
+	for i := len(seq) - 1; i >= 0; i-- {
+		if seq[i] == s {
+			return i
+		}
+	}
+	return -1
 }
