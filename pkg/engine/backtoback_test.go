@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"sync"
@@ -54,26 +55,33 @@ func TestBackToBackOffsetOnlyTransactionsCommit(t *testing.T) {
 // previous transaction's markers are written is answered
 // CONCURRENT_TRANSACTIONS and franz-go backs off 250ms and more (e2e/bench
 // saw 4.4s transactions). The embedded broker writes markers at once, so
-// the test asserts the order of requests, not a delay.
+// the test asserts the order of requests, not a delay: every produce that
+// opens a transaction less than 900ms after the broker saw the previous
+// End (the engine waits when its own End returned under a second ago, and
+// that is later than the broker saw it) follows a DescribeTransactions.
 func TestTransactionWithMovesWaitsForThePreviousMarkers(t *testing.T) {
 	c, e := newControlledEnv(t)
 	o := e.options(e.app)
 	var (
 		mu        sync.Mutex
 		seq       []string // "end", "describe", "produce", as the broker got them
-		following int      // produces that began a transaction after another's End
-		unwaited  int      // ... with no DescribeTransactions in between
+		lastEnd   time.Time
+		following int // produces that began a transaction within 900ms of another's End
+		unwaited  int // ... with no DescribeTransactions in between
 	)
 	note := func(what string) {
 		mu.Lock()
 		defer mu.Unlock()
-		if what == "produce" && len(seq) > 0 && seq[len(seq)-1] != "produce" {
+		if what == "produce" && len(seq) > 0 && seq[len(seq)-1] != "produce" && time.Since(lastEnd) < 900*time.Millisecond {
 			if end := lastIndex(seq, "end"); end >= 0 {
 				following++
 				if !slices.Contains(seq[end+1:], "describe") {
 					unwaited++
 				}
 			}
+		}
+		if what == "end" {
+			lastEnd = time.Now()
 		}
 		seq = append(seq, what)
 	}
@@ -102,9 +110,18 @@ func TestTransactionWithMovesWaitsForThePreviousMarkers(t *testing.T) {
 	const n = 200
 	e.produce(e.values("v", n, 1)...)
 	o.MaxPending = 20 // a transaction every 10 settled records: back to back
-	o.CommitInterval = time.Hour
+	// The records left after the last full batch commit on the interval
+	// (fewer than 10 when delivery ran ahead of the transactions).
+	o.CommitInterval = 200 * time.Millisecond
 	e.start(o)
-	eventually(t, "every record dead-lettered", func() bool { return e.endOffset(e.plan.DLQ) >= n })
+	eventually(t, "every record dead-lettered and its offset committed", func() bool {
+		offs, err := e.adm.FetchOffsets(context.Background(), e.group())
+		if err != nil {
+			return false // the group is not there before its first commit
+		}
+		o, _ := offs.Lookup(e.plan.Source, 0)
+		return o.At >= n
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if following < 3 {
