@@ -21,39 +21,18 @@ import (
 // clients; it then returns nil. A fatal client error is returned.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.close()
-	// hard is cancelled ShutdownGrace after ctx: in-flight deliveries are
-	// abandoned then, uncommitted.
-	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	hardCancel, stop := e.armShutdown(ctx)
 	defer hardCancel()
-	e.hard = hard
-	var hung func(*cohort)
-	if !delivery.BoundByContext(e.opts.Deliverer) {
-		hung = e.abandonHung
-	}
-	e.deadlines = newDeadlines(hard, e.opts.DeliveryTimeout, hung)
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(e.opts.ShutdownGrace, hardCancel)
-		context.AfterFunc(hard, func() { t.Stop() })
-		e.wake()
-	})
 	defer stop()
 
 	e.log.Info("consuming", "tiers", len(e.plan.Tiers), "dlq", e.plan.DLQ, "ordering", e.opts.Ordering, "partitions", e.topics.Partitions)
-	go e.loadProducerID(hard, e.sess.Client())
+	go e.loadProducerID(e.hard, e.sess.Client())
 	e.mu.Lock()
 	e.lastCommit = time.Now()
 	e.unlock()
 	for {
 		if ctx.Err() != nil {
-			err := e.shutdown()
-			e.leave = !errors.Is(err, ErrFenced)
-			if errors.Is(err, errSessionReset) {
-				// The final transaction did not commit: its records are
-				// delivered again by the partitions' next owner.
-				e.log.Warn("the final transaction could not commit; its records will be delivered again", "err", err)
-				return nil
-			}
-			return err
+			return e.endRun()
 		}
 		fetches := e.poll(ctx)
 		if fetches.IsClientClosed() {
@@ -85,6 +64,40 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.sess.AllowRebalance()
 	}
+}
+
+// armShutdown sets e.hard, cancelled ShutdownGrace after ctx (in-flight
+// deliveries are abandoned then, uncommitted), and the delivery
+// deadlines on it, and wakes the loop when ctx ends. Run defers the two
+// functions it returns: cancel e.hard, and stop watching ctx.
+func (e *Engine) armShutdown(ctx context.Context) (hardCancel func(), stop func() bool) {
+	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.hard = hard
+	var hung func(*cohort)
+	if !delivery.BoundByContext(e.opts.Deliverer) {
+		hung = e.abandonHung
+	}
+	e.deadlines = newDeadlines(hard, e.opts.DeliveryTimeout, hung)
+	stop = context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(e.opts.ShutdownGrace, hardCancel)
+		context.AfterFunc(hard, func() { t.Stop() })
+		e.wake()
+	})
+	return hardCancel, stop
+}
+
+// endRun ends Run once its context is done: the final transaction, and
+// whether the group is left (not when a newer instance fenced this one).
+func (e *Engine) endRun() error {
+	err := e.shutdown()
+	e.leave = !errors.Is(err, ErrFenced)
+	if errors.Is(err, errSessionReset) {
+		// The final transaction did not commit: its records are
+		// delivered again by the partitions' next owner.
+		e.log.Warn("the final transaction could not commit; its records will be delivered again", "err", err)
+		return nil
+	}
+	return err
 }
 
 // turn is the loop's turn on the core: it ingests recs, begins and runs
