@@ -185,6 +185,18 @@ func (e *env) endOffset(topic string) int64 {
 	return n
 }
 
+// committedAt is the group's committed offset of the source's partition
+// p, and false before the group has committed it (or the broker cannot
+// say): for waits, which poll until it is there.
+func (e *env) committedAt(p int32) (int64, bool) {
+	offs, err := e.adm.FetchOffsets(context.Background(), e.group())
+	if err != nil {
+		return 0, false
+	}
+	o, ok := offs.Lookup(e.plan.Source, p)
+	return o.At, ok
+}
+
 // eventually polls cond every 20ms until it holds or 15s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -207,12 +206,8 @@ func TestExpiredRecords(t *testing.T) {
 				t.Errorf("the expired record was delivered %d times", len(cs))
 			}
 			eventually(t, "the old record committed", func() bool {
-				off, err := e.adm.FetchOffsets(context.Background(), e.group())
-				if err != nil {
-					return false
-				}
-				c, ok := off.Lookup(e.plan.Source, 0)
-				return ok && c.At == 2
+				at, ok := e.committedAt(0)
+				return ok && at == 2
 			})
 			dlq := e.readAll(e.plan.DLQ)
 			if action == OnExpiredDrop {

@@ -30,6 +30,12 @@ const transactionTimeout = 15 * time.Second
 // delivers its records again.
 const shutdownCommitTimeout = 10 * time.Second
 
+// markersSettle is how long after an End the coordinator may still be
+// writing its markers (milliseconds on a healthy cluster): a transaction
+// that begins sooner waits for them first (awaitPreviousEnd), one that
+// begins later does not ask.
+const markersSettle = time.Second
+
 // commit runs tx as one transaction, bounded by timeout. A transaction that
 // does not commit drops all state (after in-flight deliveries end): the
 // records after the last commit are read and delivered again. Only a fatal
@@ -44,7 +50,7 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 		return fmt.Errorf("%w: the transactional producer %q cannot begin a transaction after the last one failed to end (%v): %w",
 			errSessionReset, e.opts.TransactionalID, e.lastEndErr, err)
 	}
-	if time.Since(e.lastEnd) < time.Second {
+	if time.Since(e.lastEnd) < markersSettle {
 		e.awaitPreviousEnd(ctx)
 	}
 	perr := e.produceMoves(ctx, tx)
