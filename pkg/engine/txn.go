@@ -100,11 +100,14 @@ func (e *Engine) commit(tx *txn, timeout time.Duration) error {
 //     that broker's sink; e2e/bench on Kafka saw transactions of 4.4s and
 //     retries 5–10s late during a backlog drain.
 //
-// Brokers that do not describe transactions are not waited for.
+// Brokers that do not describe transactions are not waited for. The
+// poll starts at 2ms and doubles up to 50ms: markers take milliseconds on
+// a healthy cluster, and a coordinator that stays in Prepare* is asked
+// about a dozen times in the 500ms, not 250 (found by a breaker helper).
 func (e *Engine) awaitPreviousEnd(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	for {
+	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		ds, err := e.adm.DescribeTransactions(ctx, e.opts.TransactionalID)
 		if err != nil {
 			return
@@ -116,7 +119,7 @@ func (e *Engine) awaitPreviousEnd(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 }
@@ -226,7 +229,10 @@ func (e *Engine) notCommitted(tx *txn, try kgo.TransactionEndTry, err error) err
 	if err != nil {
 		e.log.Warn("transaction did not commit; records after the last commit will be delivered again", "err", err)
 	} else if try == kgo.TryCommit {
-		e.log.Info("transaction aborted by a rebalance; records after the last commit will be delivered again")
+		// franz-go aborts without an error after a rebalance, and when
+		// the coordinator answered CONCURRENT_TRANSACTIONS to the
+		// offsets (awaitPreviousEnd).
+		e.log.Info("transaction aborted by the client (a rebalance, or the coordinator still completing the previous transaction); records after the last commit will be delivered again")
 	}
 	e.mu.Lock()
 	if tx.gen == e.gen {
