@@ -65,33 +65,45 @@ func Orphans(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, p *Plan, gro
 	}
 	var out []Orphan
 	for _, t := range candidates {
-		from, to, done := map[int32]int64{}, map[int32]int64{}, map[int32]offsetmap.Map{}
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Topic != t || o.Err != nil {
-				return
-			}
-			f := int64(0)
-			if s, ok := starts.Lookup(t, o.Partition); ok && s.Err == nil {
-				f = s.Offset
-			}
-			if c, ok := committed.Lookup(t, o.Partition); ok && c.Err == nil && c.At >= 0 {
-				f = max(f, c.At)
-				done[o.Partition], _ = offsetmap.Decode(c.At, c.Metadata)
-			}
-			from[o.Partition], to[o.Partition] = f, o.Offset
-		})
-		var n int64
-		err := topicread.Range(ctx, opts, t, true, from, to, func(r *kgo.Record) {
-			if m, ok := done[r.Partition]; !ok || !m.Done(r.Offset) {
-				n++
-			}
-		})
+		n, err := countPast(ctx, opts, t, ends, starts, committed)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", t, err)
+			return nil, err
 		}
 		if n > 0 {
 			out = append(out, Orphan{Topic: t, Records: n})
 		}
 	}
 	return out, nil
+}
+
+// countPast counts the records of topic t past the group's committed
+// offsets (or from the log start, where there are none) up to the last
+// stable offsets ends lists, leaving out those the commit's metadata marks
+// done.
+func countPast(ctx context.Context, opts []kgo.Opt, t string, ends, starts kadm.ListedOffsets, committed kadm.OffsetResponses) (int64, error) {
+	from, to, done := map[int32]int64{}, map[int32]int64{}, map[int32]offsetmap.Map{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Topic != t || o.Err != nil {
+			return
+		}
+		f := int64(0)
+		if s, ok := starts.Lookup(t, o.Partition); ok && s.Err == nil {
+			f = s.Offset
+		}
+		if c, ok := committed.Lookup(t, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			f = max(f, c.At)
+			done[o.Partition], _ = offsetmap.Decode(c.At, c.Metadata)
+		}
+		from[o.Partition], to[o.Partition] = f, o.Offset
+	})
+	var n int64
+	err := topicread.Range(ctx, opts, t, true, from, to, func(r *kgo.Record) {
+		if m, ok := done[r.Partition]; !ok || !m.Done(r.Offset) {
+			n++
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", t, err)
+	}
+	return n, nil
 }

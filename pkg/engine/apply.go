@@ -53,25 +53,7 @@ func (c *core) apply(r *result) {
 	if r.err != nil && c.hard.Err() != nil {
 		return // abandoned at shutdown: left uncommitted
 	}
-	stage := en.q.stage
-	ev := DeliveryEvent{
-		Group: c.opts.Group, Topic: en.q.topic, Partition: en.q.p, Source: c.plan.Source,
-		Stage: stageName(stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
-	}
-	var v *delivery.Verdict
-	if r.err != nil {
-		vv := delivery.Classify(r.err, *c.opts.Statuses)
-		v = &vv
-		c.stats.Failed.Add(1)
-		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
-		if vv.Unlisted {
-			c.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
-		}
-	} else {
-		c.stats.Delivered.Add(1)
-	}
-	c.obs.Delivered(ev)
-
+	v := c.observe(r)
 	route := c.plan.Route(routeStage(en), v, retrytopics.Jitter())
 	if held(verdict, route) { // overload gate: the dependency's failure consumes no attempt
 		c.hold(l, en)
@@ -102,6 +84,30 @@ func (c *core) apply(r *result) {
 	}
 	c.markReady(l)
 	c.forget(l)
+}
+
+// observe counts r's delivery, reports it to the observer and classifies
+// its error: the verdict, nil when the delivery succeeded.
+func (c *core) observe(r *result) *delivery.Verdict {
+	en := r.en
+	ev := DeliveryEvent{
+		Group: c.opts.Group, Topic: en.q.topic, Partition: en.q.p, Source: c.plan.Source,
+		Stage: stageName(en.q.stage), Outcome: flow.OutcomeOK, Duration: r.took, Attempt: r.msg.Attempt,
+	}
+	var v *delivery.Verdict
+	if r.err != nil {
+		vv := delivery.Classify(r.err, *c.opts.Statuses)
+		v = &vv
+		c.stats.Failed.Add(1)
+		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
+		if vv.Unlisted {
+			c.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
+		}
+	} else {
+		c.stats.Delivered.Add(1)
+	}
+	c.obs.Delivered(ev)
+	return v
 }
 
 // routeStage is the stage en is routed from: its stage, 0 for a parked

@@ -173,16 +173,11 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 		}
 		return e.fenced(why)
 	}
-	var pause time.Duration
-	if !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute {
-		if e.opts.InstanceID == "" {
-			return e.fenced(cause)
-		}
-		e.resetPause = min(max(2*e.resetPause, time.Second), maxResetPause)
-		pause = e.resetPause
-	} else {
-		e.resetPause = 0
+	again := !e.lastReset.IsZero() && time.Since(e.lastReset) < time.Minute
+	if again && e.opts.InstanceID == "" {
+		return e.fenced(cause)
 	}
+	pause := e.nextResetPause(again)
 	e.log.Warn("the transactional producer cannot go on (its coordinator fenced it, or a transaction failed to end, as in a broker outage); starting a new session, the records after the last commit will be delivered again",
 		"err", cause, "after", pause)
 	e.lastEndErr = nil
@@ -205,6 +200,18 @@ func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	e.sess = sess
 	e.cl.Store(sess.Client())
 	return nil
+}
+
+// nextResetPause is the pause before a session reset: none when the last
+// reset is a minute or more ago, else double the last pause, from 1s up to
+// maxResetPause.
+func (e *Engine) nextResetPause(again bool) time.Duration {
+	if !again {
+		e.resetPause = 0
+		return 0
+	}
+	e.resetPause = min(max(2*e.resetPause, time.Second), maxResetPause)
+	return e.resetPause
 }
 
 // maxResetPause bounds the pause before a session reset that follows

@@ -186,22 +186,7 @@ func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 	}
 	switch {
 	case route.Action == retrytopics.Retry && (stage == 0 || stage == parkStage):
-		// A new head: the key blocks; its records waiting behind park.
-		l.park.Block(en.origin.ID())
-		l.blockWritten = true
-		c.leadWithUnblock(l, en)
-		en.moves = append(en.moves, move{rec: c.opRecord(sh.p, key, opBlock, en.origin.ID())})
-		var keep []*entry
-		prev := en
-		for _, w := range l.wait {
-			if w.q.stage == 0 {
-				c.park(l, w, prev)
-				prev = w
-			} else {
-				keep = append(keep, w)
-			}
-		}
-		l.wait = keep
+		c.blockKey(l, en, key)
 	case stage > 0 && route.Action != retrytopics.Retry && l.park.HasHead(en.origin.ID()):
 		// The head left the tiers. (A tier record that is not a current head
 		// — a copy delivered again after a crash — changes nothing.)
@@ -238,6 +223,27 @@ func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 		l.park.SetGap(en.origin.ID()) // the next released record follows a gap
 	}
 	c.feed(l, en)
+}
+
+// blockKey makes en, which just failed transiently from the source or
+// the parking topic, the new head of its key: the key blocks (a block op
+// in en's transaction) and the source records waiting behind it park.
+func (c *core) blockKey(l *lane, en *entry, key []byte) {
+	l.park.Block(en.origin.ID())
+	l.blockWritten = true
+	c.leadWithUnblock(l, en)
+	en.moves = append(en.moves, move{rec: c.opRecord(l.sh.p, key, opBlock, en.origin.ID())})
+	var keep []*entry
+	prev := en
+	for _, w := range l.wait {
+		if w.q.stage == 0 {
+			c.park(l, w, prev)
+			prev = w
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	l.wait = keep
 }
 
 // feed moves the release of lane l along: the next parked record to the

@@ -86,30 +86,10 @@ func (c *core) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, o
 		l.blockWritten = true
 		l.markers = append(l.markers, en)
 	case opRelease:
-		if origin == OriginOperator {
-			en.settled = true
-			l.park.OperatorRelease()
-			break
-		}
-		verdict, id := parking.SplitRef(ref)
-		if !l.blockWritten || !l.park.HasHead(id) {
-			en.settled = true // a release without its block: not one of ours
-			break
-		}
-		l.markers = append(l.markers, en)
-		if l.park.LeaveHead(id) {
-			l.park.Resolve(verdict, id)
-		}
+		replayRelease(l, en, ref, origin)
 	case opSettle:
 		en.settled = true
-		off, err := strconv.ParseInt(ref, 10, 64)
-		if err != nil {
-			return
-		}
-		if p, ok := l.park.RemoveParked(func(p *entry) bool { return p.rec.Offset == off }); ok {
-			p.settled = true
-			p.moved = true
-		}
+		replaySettle(l, ref)
 	case opUnblock:
 		en.settled = true
 		for _, m := range l.markers {
@@ -120,6 +100,39 @@ func (c *core) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, o
 		l.blockWritten = false
 	default:
 		en.settled = true
+	}
+}
+
+// replayRelease applies a release op read back from the changelog: an
+// operator's releases the key at once; the engine's leaves the head it
+// names with its verdict, when the key's block was read back too.
+func replayRelease(l *lane, en *entry, ref, origin string) {
+	if origin == OriginOperator {
+		en.settled = true
+		l.park.OperatorRelease()
+		return
+	}
+	verdict, id := parking.SplitRef(ref)
+	if !l.blockWritten || !l.park.HasHead(id) {
+		en.settled = true // a release without its block: not one of ours
+		return
+	}
+	l.markers = append(l.markers, en)
+	if l.park.LeaveHead(id) {
+		l.park.Resolve(verdict, id)
+	}
+}
+
+// replaySettle applies a settle op: the parked record at the offset it
+// names was moved (delivered or dead-lettered) before the restart.
+func replaySettle(l *lane, ref string) {
+	off, err := strconv.ParseInt(ref, 10, 64)
+	if err != nil {
+		return
+	}
+	if p, ok := l.park.RemoveParked(func(p *entry) bool { return p.rec.Offset == off }); ok {
+		p.settled = true
+		p.moved = true
 	}
 }
 
