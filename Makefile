@@ -5,7 +5,8 @@ GO ?= go
 
 # The one test command (CI runs exactly this): go.mod and go.sum tidy in
 # both modules (go mod tidy -diff prints what is not, and fails), vet (the benchmark module in
-# e2e/bench too, so an engine change cannot break it unnoticed), then every
+# e2e/bench too, so an engine change cannot break it unnoticed, and its unit
+# tests, which start no broker: how it books events and orders runs), then every
 # test with the race detector, with a 25-minute limit. The correctness
 # suites (pkg/engine, lag, e2e) run twice, on the embedded broker and on
 # Apache Kafka (KRETRY_TEST_BROKER=embedded|kafka|both, default both; see
@@ -25,7 +26,7 @@ test:
 	$(GO) mod tidy -diff
 	cd e2e/bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
-	cd e2e/bench && $(GO) vet ./...
+	cd e2e/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 	bash -o pipefail -c '$(GO) test -json -race -count=1 -timeout 25m ./... 2>&1 | $(GO) run ./internal/testsummary'
 	cd e2e/containers && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./...
 

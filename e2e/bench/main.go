@@ -81,6 +81,7 @@ type config struct {
 	log            *slog.Logger
 	maxPending     int
 	commitIvl      time.Duration
+	adjacent       bool // schedule.go
 }
 
 func main() {
@@ -106,6 +107,7 @@ func main() {
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
+		adjacent   = flag.Bool("adjacent-baselines", true, "divide kretry's failures and slow-key runs by healthy runs just before and after them, not by the table's healthy row alone (schedule.go)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
 	)
@@ -155,6 +157,7 @@ func main() {
 		log:         log,
 		maxPending:  *maxPending,
 		commitIvl:   *commitIvl,
+		adjacent:    *adjacent,
 	}
 	if *scale {
 		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit, *scaleCases)
@@ -215,31 +218,47 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 	defer s.close()
 	t0 := time.Now()
 	fmt.Printf("\n#### broker: %s\n\n    %s\n    load before: %s\n\n", kind, s.describe(), loadAvg())
-	var results []*result
+	var ws []*workload
 	for _, w := range workloads {
-		if len(onlyWorkloads) > 0 && !slices.Contains(onlyWorkloads, w.name) {
-			continue
-		}
-		p := newPlan(w, cfg.records, cfg.paced)
-		for _, pr := range peers {
-			if (len(onlyPeers) > 0 && !slices.Contains(onlyPeers, pr.name)) || !runs(w, pr, s) {
-				continue
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, w.name, pr.name)
-			t := time.Now()
-			r, err := runOne(ctx, cfg, s, w, p, pr)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "error: %v\n", err)
-				results = append(results, &result{w: w, p: pr, err: err})
-				continue
-			}
-			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
-			results = append(results, r)
+		if len(onlyWorkloads) == 0 || slices.Contains(onlyWorkloads, w.name) {
+			ws = append(ws, w)
 		}
 	}
+	var ps []*peer
+	for _, pr := range peers {
+		if len(onlyPeers) == 0 || slices.Contains(onlyPeers, pr.name) {
+			ps = append(ps, pr)
+		}
+	}
+	plans := map[*workload]*plan{}
+	var results []*result
+	for _, st := range schedule(ws, ps, cfg.adjacent) {
+		if !runs(st.w, st.p, s) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if plans[st.w] == nil {
+			plans[st.w] = newPlan(st.w, cfg.records, cfg.paced)
+		}
+		label := st.w.name
+		if st.baseline {
+			label = "baseline"
+		}
+		fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, label, st.p.name)
+		t := time.Now()
+		r, err := runOne(ctx, cfg, s, st.w, plans[st.w], st.p)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			r = &result{w: st.w, p: st.p, err: err}
+		} else {
+			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
+		}
+		r.baseline = st.baseline
+		results = append(results, r)
+	}
+	linkBaselines(results)
 	var m *memResult
 	if mem && (len(onlyPeers) == 0 || slices.Contains(onlyPeers, "kretry")) {
 		keys, perKey := 2000, 5
@@ -278,6 +297,10 @@ type result struct {
 	w   *workload
 	p   *peer
 	err error
+	// baseline marks a healthy run next to an adjacent-baseline run
+	// (schedule.go); adjacent are those next to this run.
+	baseline bool
+	adjacent []*result
 
 	recPerSec, healthyPerSec float64
 	p50, p99                 time.Duration
