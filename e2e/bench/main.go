@@ -107,7 +107,7 @@ func main() {
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
-		adjacent   = flag.Bool("adjacent-baselines", true, "divide kretry's failures and slow-key runs by healthy runs just before and after them, not by the table's healthy row alone (schedule.go)")
+		adjacent   = flag.Bool("adjacent-baselines", true, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
 	)
@@ -243,8 +243,8 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 			plans[st.w] = newPlan(st.w, cfg.records, cfg.paced)
 		}
 		label := st.w.name
-		if st.baseline {
-			label = "baseline"
+		if st.adjacentHealthy {
+			label = "healthy*"
 		}
 		fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, label, st.p.name)
 		t := time.Now()
@@ -255,7 +255,7 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 		} else {
 			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
 		}
-		r.baseline = st.baseline
+		r.bracketed, r.adjacentHealthy = st.bracketed, st.adjacentHealthy
 		results = append(results, r)
 	}
 	linkBaselines(results)
@@ -297,10 +297,12 @@ type result struct {
 	w   *workload
 	p   *peer
 	err error
-	// baseline marks a healthy run next to an adjacent-baseline run
-	// (schedule.go); adjacent are those next to this run.
-	baseline bool
-	adjacent []*result
+	// bracketed and adjacentHealthy are its step's (schedule.go);
+	// adjacent are the healthy runs a bracketed run is divided by, and
+	// unusable counts those next to it that could not be.
+	bracketed, adjacentHealthy bool
+	adjacent                   []*result
+	unusable                   int
 
 	recPerSec, healthyPerSec float64
 	p50, p99                 time.Duration

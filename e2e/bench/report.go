@@ -65,7 +65,7 @@ func report(out io.Writer, cfg *config, s *site, all []*result, m *memResult) {
 			notes = append(notes, fmt.Sprintf("JVM peak RSS %.0f MiB", float64(r.peerRSS)/(1<<20)))
 		}
 		if len(r.adjacent) > 0 {
-			notes = append(notes, "× own healthy: adjacent healthy runs")
+			notes = append(notes, fmt.Sprintf("×own healthy: mean of %d adjacent healthy runs", len(r.adjacent)))
 		}
 		if r.peerJIT > 0 {
 			notes = append(notes, fmt.Sprintf("JIT %.1fs CPU over the JVM's life", r.peerJIT.Seconds()))
@@ -136,13 +136,20 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 		line("healthy: kretry CPU per record / "+sp+"'s", find("healthy", "kretry"), find("healthy", sp), cpu)
 		line("failures: "+sp+" healthy-key p99 / kretry's", find("failures", sp), find("failures", "kretry"), p99)
 	}
+	own := func(wl, pn string) (*result, *result) {
+		if r := find(wl, pn); r != nil {
+			return r, ownHealthy(r, find)
+		}
+		return nil, nil
+	}
 	for _, pn := range []string{"blocking", "watermill", "kretry", "kretry-http", "spring-retry", "spring-block"} {
-		line("failures: "+pn+" healthy-key p99 / own healthy p99", find("failures", pn), find("healthy", pn), p99)
+		a, b := own("failures", pn)
+		line("failures: "+pn+" healthy-key p99 / own healthy p99", a, b, p99)
 	}
 	line("failures: blocking p99 / kretry p99", find("failures", "blocking"), find("failures", "kretry"), p99)
 	line("failures: watermill p99 / kretry p99", find("failures", "watermill"), find("failures", "kretry"), p99)
 	for _, pn := range []string{"bare", "blocking", "watermill", "kretry", "kretry-http", "bare-post", "spring-retry", "spring-block"} {
-		a, b := find("slow-key", pn), find("healthy", pn)
+		a, b := own("slow-key", pn)
 		if a != nil && b != nil {
 			fmt.Fprintf(out, "      %-62s %s\n", "slow-key: "+pn+" other keys' rec/s / no-slow-key rec/s", ratio(hthr(a), thr(b)))
 		}

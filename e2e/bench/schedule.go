@@ -11,7 +11,7 @@ import (
 // Two of issue 10's targets divide a run by the same peer's healthy run:
 // kretry's healthy-key p99 with failing keys (≤ 1.3×) and the other keys'
 // rec/s with a slow key (≥ 0.95×). This machine's speed over HTTP has two
-// modes, each lasting a minute or more (docs/PERFORMANCE.md, "Where
+// modes, switching within tens of seconds to minutes (docs/PERFORMANCE.md, "Where
 // kretry is behind"), and in the table's order a peer's healthy run and
 // its slow-key run are minutes apart on Kafka, so a switch between them
 // moved that ratio by ±25%. With adjacent baselines on (the default), the
@@ -24,12 +24,14 @@ var (
 	adjacentWorkloads = []string{"failures", "slow-key"}
 )
 
-// step is one run of a table. A baseline step is a healthy run next to an
-// adjacent-baseline run; it has no row in the table.
+// step is one run of a table. A bracketed step (failures or slow-key of
+// an adjacentPeers peer) runs between two adjacentHealthy steps: healthy
+// runs that have no row in the table.
 type step struct {
-	w        *workload
-	p        *peer
-	baseline bool
+	w               *workload
+	p               *peer
+	bracketed       bool
+	adjacentHealthy bool
 }
 
 // schedule orders one table's runs: workload by workload, every peer that
@@ -54,10 +56,10 @@ func schedule(ws []*workload, ps []*peer, adjacent bool) []step {
 		}
 	}
 	for _, p := range ps {
-		block := []step{{w: healthy, p: p, baseline: true}}
+		block := []step{{w: healthy, p: p, adjacentHealthy: true}}
 		for _, w := range ws {
 			if isAdjacent(w, p) {
-				block = append(block, step{w: w, p: p}, step{w: healthy, p: p, baseline: true})
+				block = append(block, step{w: w, p: p, bracketed: true}, step{w: healthy, p: p, adjacentHealthy: true})
 			}
 		}
 		if len(block) > 1 {
@@ -67,20 +69,30 @@ func schedule(ws []*workload, ps []*peer, adjacent bool) []step {
 	return steps
 }
 
-// linkBaselines gives every non-healthy run that follows or precedes
-// baseline runs of its peer those runs as its adjacent baselines. rs is in
-// the order steps ran; a failed run has no baselines and lends none.
+// linkBaselines gives every bracketed run the adjacent healthy runs just
+// before and after it. rs is in the order the steps ran. A failed run gets
+// none; a healthy run that failed, saw no fetch, did not drain its backlog
+// or did not finish its paced phase is not lent (reportAdjacent says so).
 func linkBaselines(rs []*result) {
 	for i, r := range rs {
-		if r.baseline || r.err != nil || r.w.name == "healthy" {
+		if !r.bracketed || r.err != nil {
 			continue
 		}
 		for _, j := range []int{i - 1, i + 1} {
-			if j >= 0 && j < len(rs) && rs[j].baseline && rs[j].err == nil && rs[j].p == r.p {
-				r.adjacent = append(r.adjacent, rs[j])
+			if j >= 0 && j < len(rs) && rs[j].adjacentHealthy && rs[j].p == r.p {
+				if usable(rs[j]) {
+					r.adjacent = append(r.adjacent, rs[j])
+				} else {
+					r.unusable++
+				}
 			}
 		}
 	}
+}
+
+// usable reports whether an adjacent healthy run can be divided by.
+func usable(b *result) bool {
+	return b.err == nil && b.recPerSec > 0 && b.p99 > 0 && b.drainComplete && b.pacedComplete
 }
 
 // tableRows is the table's runs, baselines left out, in the order of the
@@ -88,7 +100,7 @@ func linkBaselines(rs []*result) {
 func tableRows(all []*result) []*result {
 	var rs []*result
 	for _, r := range all {
-		if !r.baseline {
+		if !r.adjacentHealthy {
 			rs = append(rs, r)
 		}
 	}
@@ -124,7 +136,7 @@ func ownHealthy(r *result, find finder) *result {
 func reportAdjacent(out io.Writer, rs []*result, find finder, ratio func(a, b float64) string) {
 	var lines []string
 	for _, r := range rs {
-		if len(r.adjacent) == 0 {
+		if !r.bracketed || r.err != nil {
 			continue
 		}
 		var rates, p99s []string
@@ -133,9 +145,14 @@ func reportAdjacent(out io.Writer, rs []*result, find finder, ratio func(a, b fl
 			p99s = append(p99s, ms(b.p99))
 		}
 		own, row := ownHealthy(r, find), find("healthy", r.p.name)
-		l := fmt.Sprintf("      %-9s %-12s healthy runs before and after: %s rec/s, p99 %s; healthy-key rec/s %s, p99 %s",
-			r.w.name, r.p.name, strings.Join(rates, ", "), strings.Join(p99s, ", "),
-			ratio(r.healthyPerSec, own.recPerSec), ratio(float64(r.p99), float64(own.p99)))
+		l := fmt.Sprintf("      %-9s %-12s %d healthy neighbours: %s rec/s, p99 %s", r.w.name, r.p.name, len(r.adjacent),
+			strings.Join(rates, ", "), strings.Join(p99s, ", "))
+		if r.unusable > 0 {
+			l += fmt.Sprintf(" (%d more failed or did not finish: not counted)", r.unusable)
+		}
+		if own != nil && len(r.adjacent) > 0 {
+			l += fmt.Sprintf("; healthy-key rec/s %s, p99 %s", ratio(r.healthyPerSec, own.recPerSec), ratio(float64(r.p99), float64(own.p99)))
+		}
 		if row != nil {
 			l += fmt.Sprintf(" (against the table's healthy row: %s, p99 %s)", ratio(r.healthyPerSec, row.recPerSec), ratio(float64(r.p99), float64(row.p99)))
 		}
@@ -144,7 +161,7 @@ func reportAdjacent(out io.Writer, rs []*result, find finder, ratio func(a, b fl
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(out, "\n    adjacent healthy runs (schedule.go; the \"× own healthy\" figures and targets of these rows divide by their mean):")
+	fmt.Fprintln(out, "\n    adjacent healthy runs (schedule.go; the \"×own healthy\" figures, ratios and targets of these rows divide by their mean):")
 	for _, l := range lines {
 		fmt.Fprintln(out, l)
 	}

@@ -11,7 +11,7 @@ func stepNames(steps []step) string {
 	var b []string
 	for _, s := range steps {
 		n := s.w.name + "/" + s.p.name
-		if s.baseline {
+		if s.adjacentHealthy {
 			n += "*"
 		}
 		b = append(b, n)
@@ -66,12 +66,12 @@ func TestOwnHealthyIsTheMeanOfTheAdjacentRuns(t *testing.T) {
 	h, f, s := workloads[0], workloads[1], workloads[2]
 	kr := peersNamed("kretry")[0]
 	base := func(rate float64, p99 time.Duration) *result {
-		return &result{w: h, p: kr, baseline: true, recPerSec: rate, p99: p99}
+		return &result{w: h, p: kr, adjacentHealthy: true, recPerSec: rate, p99: p99, drainComplete: true, pacedComplete: true}
 	}
 	row := &result{w: h, p: kr, recPerSec: 1000, p99: 10 * time.Millisecond}
-	fr := &result{w: f, p: kr, healthyPerSec: 27000, p99: 3 * time.Millisecond}
-	sr := &result{w: s, p: kr, healthyPerSec: 27000}
-	failedBase := base(0, 0)
+	fr := &result{w: f, p: kr, bracketed: true, healthyPerSec: 27000, p99: 3 * time.Millisecond}
+	sr := &result{w: s, p: kr, bracketed: true, healthyPerSec: 27000}
+	failedBase := base(30000, time.Millisecond)
 	failedBase.err = fmt.Errorf("broker gone")
 	all := []*result{row, base(30000, 2*time.Millisecond), fr, base(20000, 4*time.Millisecond), sr, failedBase}
 	linkBaselines(all)
@@ -86,13 +86,44 @@ func TestOwnHealthyIsTheMeanOfTheAdjacentRuns(t *testing.T) {
 	if got := ownHealthy(fr, find); got.recPerSec != 25000 || got.p99 != 3*time.Millisecond {
 		t.Errorf("failures run: own healthy %.0f rec/s p99 %v, want the mean of its neighbours, 25000 and 3ms", got.recPerSec, got.p99)
 	}
-	if got := ownHealthy(sr, find); len(sr.adjacent) != 1 || got.recPerSec != 20000 {
-		t.Errorf("slow-key run: %d adjacent, own healthy %.0f rec/s; want only the baseline before it (the one after failed), 20000", len(sr.adjacent), got.recPerSec)
+	if got := ownHealthy(sr, find); len(sr.adjacent) != 1 || sr.unusable != 1 || got.recPerSec != 20000 {
+		t.Errorf("slow-key run: %d adjacent, %d unusable, own healthy %.0f rec/s; want only the baseline before it (the one after failed), 20000", len(sr.adjacent), sr.unusable, got.recPerSec)
+	}
+	undrained := base(30000, time.Millisecond)
+	undrained.drainComplete = false
+	lone := &result{w: s, p: kr, bracketed: true, healthyPerSec: 27000}
+	linkBaselines([]*result{undrained, lone})
+	if len(lone.adjacent) != 0 || lone.unusable != 1 {
+		t.Errorf("a healthy run that did not drain its backlog was lent: %d adjacent, %d unusable", len(lone.adjacent), lone.unusable)
 	}
 	if got := ownHealthy(row, find); got != row {
 		t.Errorf("a run without baselines is divided by %+v, want the table's healthy row", got)
 	}
 	if rows := tableRows(all); len(rows) != 3 || rows[0] != row || rows[1] != fr || rows[2] != sr {
 		t.Errorf("table rows: got %d rows, want the healthy row, failures, slow-key in workload order", len(rows))
+	}
+}
+
+// TestOnlyBracketedRunsGetBaselines runs the whole table's schedule for
+// one kretry peer, where the 1%-keys run ends the workload-by-workload part
+// right before the first adjacent healthy run, and checks that only the
+// failures and slow-key runs are linked.
+func TestOnlyBracketedRunsGetBaselines(t *testing.T) {
+	for _, pn := range adjacentPeers {
+		var rs []*result
+		for _, st := range schedule(workloads, peersNamed(pn), true) {
+			rs = append(rs, &result{w: st.w, p: st.p, bracketed: st.bracketed, adjacentHealthy: st.adjacentHealthy,
+				recPerSec: 1, p99: 1, drainComplete: true, pacedComplete: true})
+		}
+		linkBaselines(rs)
+		for _, r := range rs {
+			want := 0
+			if r.w.name == "failures" || r.w.name == "slow-key" {
+				want = 2
+			}
+			if len(r.adjacent) != want {
+				t.Errorf("%s %s: %d adjacent healthy runs, want %d", pn, r.w.name, len(r.adjacent), want)
+			}
+		}
 	}
 }
