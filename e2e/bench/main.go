@@ -107,7 +107,7 @@ func main() {
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
-		adjacent   = flag.Bool("adjacent-baselines", true, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
+		adjacent   = flag.Bool("adjacent-baselines", false, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
 	)

@@ -14,11 +14,15 @@ import (
 // modes, switching within tens of seconds to minutes (docs/PERFORMANCE.md, "Where
 // kretry is behind"), and in the table's order a peer's healthy run and
 // its slow-key run are minutes apart on Kafka, so a switch between them
-// moved that ratio by ±25%. With adjacent baselines on (the default), the
-// failures and slow-key runs of these peers run at the end of the table as
-// healthy, failures, healthy, slow-key, healthy, and each is divided by
-// the mean of the healthy runs just before and after it; the report prints
-// those runs and the ratio against the table's healthy row as well.
+// moved that ratio by ±25%. With -adjacent-baselines the failures and
+// slow-key runs of these peers run at the end of the table as healthy,
+// failures, healthy, slow-key, healthy, and each is divided by the mean of
+// the healthy runs just before and after it; the report prints those runs
+// and the ratio against the table's healthy row as well. It is off by
+// default: in three whole tables on 6 December it did not remove the noise
+// (neighbours seconds apart differed by up to 1.9×) and, on Kafka, the
+// failures runs moved to the table's end had retry lateness of 200–330ms
+// against 5–53ms on a fresh node (docs/PERFORMANCE.md, "6 December").
 var (
 	adjacentPeers     = []string{"kretry", "kretry-http"}
 	adjacentWorkloads = []string{"failures", "slow-key"}
