@@ -159,17 +159,7 @@ func (c *core) maybeSpill(sh *shard, now time.Time) {
 // spill parks the source records waiting in lane l behind its running one;
 // they are delivered in order from the parking topic once it finishes.
 func (c *core) spill(l *lane) {
-	var keep []*entry
-	prev := l.running
-	for _, w := range l.wait {
-		if w.q.stage == 0 {
-			c.park(l, w, prev)
-			prev = w
-		} else {
-			keep = append(keep, w)
-		}
-	}
-	l.wait = keep
+	c.parkWaiting(l, l.running)
 	l.park.Spill()
 	c.syncBlocked(l)
 }
@@ -233,8 +223,13 @@ func (c *core) blockKey(l *lane, en *entry, key []byte) {
 	l.blockWritten = true
 	c.leadWithUnblock(l, en)
 	en.moves = append(en.moves, move{rec: c.opRecord(l.sh.p, key, opBlock, en.origin.ID())})
+	c.parkWaiting(l, en)
+}
+
+// parkWaiting parks the source records waiting in lane l, in order, the
+// first behind prev; tier records stay waiting.
+func (c *core) parkWaiting(l *lane, prev *entry) {
 	var keep []*entry
-	prev := en
 	for _, w := range l.wait {
 		if w.q.stage == 0 {
 			c.park(l, w, prev)
