@@ -136,12 +136,7 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 		line("healthy: kretry CPU per record / "+sp+"'s", find("healthy", "kretry"), find("healthy", sp), cpu)
 		line("failures: "+sp+" healthy-key p99 / kretry's", find("failures", sp), find("failures", "kretry"), p99)
 	}
-	own := func(wl, pn string) (*result, *result) {
-		if r := find(wl, pn); r != nil {
-			return r, ownHealthy(r, find)
-		}
-		return nil, nil
-	}
+	own := find.withOwn
 	for _, pn := range []string{"blocking", "watermill", "kretry", "kretry-http", "spring-retry", "spring-block"} {
 		a, b := own("failures", pn)
 		line("failures: "+pn+" healthy-key p99 / own healthy p99", a, b, p99)
@@ -192,13 +187,7 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 		fmt.Fprintf(out, "      %s  %-68s %.2fµs (want ≤ 3µs)\n", verdict(us > 0 && us <= 3), "healthy: kretry in-process CPU per record ≤ 3µs", us)
 	}
 	target("healthy: kretry HTTP ≥ 0.95× bare consume-and-POST (rec/s)", find("healthy", "kretry-http"), find("healthy", "bare-post"), thr, thr, atLeast(0.95), "≥ 0.95×")
-	own := func(wl, pn string) (*result, *result) {
-		r := find(wl, pn)
-		if r == nil {
-			return nil, nil
-		}
-		return r, ownHealthy(r, find)
-	}
+	own := find.withOwn
 	a, b := own("failures", "kretry")
 	target("failures: kretry healthy-key p99 ≤ 1.3× own no-failure p99", a, b, p99, p99, atMost(1.3), "≤ 1.3×")
 	a, b = own("failures", "kretry-http")

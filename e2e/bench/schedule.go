@@ -134,6 +134,16 @@ func ownHealthy(r *result, find finder) *result {
 	return m
 }
 
+// withOwn is the run of workload wl by peer pn and the healthy run it is
+// divided by (ownHealthy); both nil when there is no such run.
+func (find finder) withOwn(wl, pn string) (*result, *result) {
+	r := find(wl, pn)
+	if r == nil {
+		return nil, nil
+	}
+	return r, ownHealthy(r, find)
+}
+
 // reportAdjacent prints, for each run with adjacent baselines, those
 // baselines and its ratios against them and against the table's healthy
 // row, so that a switch of the machine's speed inside a pair shows.
