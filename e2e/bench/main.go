@@ -106,6 +106,7 @@ func main() {
 		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, max(4096, 32 × MaxInFlight))")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
+		inFlight   = flag.Int("max-in-flight", flow.DefaultMaxInFlight, "MaxInFlight of the kretry peers and of every loop that bounds its deliveries the same way (default: kretry's, app.max_in_flight)")
 		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
 		adjacent   = flag.Bool("adjacent-baselines", false, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
@@ -130,6 +131,10 @@ func main() {
 	if *paced <= 0 {
 		*paced = *records / 4
 	}
+	if *inFlight < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -max-in-flight %d: want at least 1\n", *inFlight)
+		os.Exit(2)
+	}
 	lvl := slog.LevelError
 	if *verbose {
 		lvl = slog.LevelWarn
@@ -151,7 +156,7 @@ func main() {
 	defer stop()
 	cfg := &config{
 		records: *records, paced: *paced, rate: *rate, inproc: *inproc, verbose: *verbose, newTopics: *newTopics,
-		maxInFlight: 64,
+		maxInFlight: *inFlight,
 		tiers:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
 		fetchWait:   *fetchWait,
 		log:         log,
