@@ -32,6 +32,9 @@ func kretryOptions(e *env, d delivery.Deliverer) engine.Options {
 		// transaction ended uncommitted, rebalances).
 		copts = append(copts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgoLogLevel(), func() string { return time.Now().Format("15:04:05.000000 ") })))
 	}
+	if e.obs != nil {
+		copts = append(copts, kgo.WithHooks(e.obs))
+	}
 	return engine.Options{
 		ClientOpts:      copts,
 		Brokers:         e.addrs,
@@ -60,13 +63,23 @@ func kretryStageTopics(topic string, tiers []time.Duration) []string {
 	return out
 }
 
-// txnObserver collects the engine's transaction durations, for the notes.
+// txnObserver collects the engine's transaction durations and moves, and
+// (a franz-go fetch hook) the records its client fetched, for the notes.
 type txnObserver struct {
 	mu      sync.Mutex
 	took    []time.Duration
 	records int
 	aborted int
 	moves   map[string]int
+	// fetched counts the records of every topic the client fetched, again
+	// after a pause or a rewind included (franz-go drops what it buffered
+	// for a partition that pauses, and fetches it again on resume).
+	fetched atomic.Int64
+}
+
+// OnFetchBatchRead is kgo.HookFetchBatchRead.
+func (o *txnObserver) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	o.fetched.Add(int64(m.NumRecords))
 }
 
 func (o *txnObserver) Delivered(engine.DeliveryEvent) {}
@@ -106,7 +119,7 @@ func (o *txnObserver) summary() string {
 	if o.aborted > 0 {
 		s += fmt.Sprintf(", %d not committed", o.aborted)
 	}
-	return s
+	return s + fmt.Sprintf("; fetched %d records", o.fetched.Load())
 }
 
 // runEngine starts an engine and returns its stop func.
