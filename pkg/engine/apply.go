@@ -33,7 +33,7 @@ func (c *core) settle(en *entry) {
 		return
 	}
 	q.fresh++
-	if q.fresh >= c.opts.MaxPending/2 {
+	if q.fresh >= c.maxPending()/2 {
 		c.commitSoon = true
 	}
 }

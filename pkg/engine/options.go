@@ -75,12 +75,17 @@ type Options struct {
 	// transactions.
 	CommitInterval time.Duration
 	// MaxPending bounds the records held in memory per partition between
-	// fetch and the transaction that takes them (default the larger of 4096
-	// and 32 × MaxInFlight); past it the partition's fetching pauses, and
-	// once half of it finished since the last transaction the next one is
-	// due at once. A finished record is let go of at the next transaction
-	// even while an earlier one of its partition is still in delivery (see
-	// progress.go).
+	// fetch and the transaction that takes them; past it the partition's
+	// fetching pauses, and once half of it finished since the last
+	// transaction the next one is due at once. A finished record is let go
+	// of at the next transaction even while an earlier one of its partition
+	// is still in delivery (see progress.go). Unset (the default), it is
+	// the larger of 4096, 32 × MaxInFlight and pendingBudget (65,536)
+	// shared by the assigned partitions: an instance with up to 16
+	// partitions holds at most 65,536 such records, one with more 4,096 per
+	// partition. Each pause costs a fetch: franz-go drops what it buffered
+	// for a paused partition and fetches it again (docs/PERFORMANCE.md, "6
+	// December, later").
 	MaxPending int
 	// Ordering is flow.OrderingKey (default, as in the YAML config),
 	// flow.OrderingPartition or flow.OrderingNone.
@@ -119,6 +124,10 @@ type Options struct {
 	MaxAge    time.Duration
 	OnExpired string
 
+	// sharedPending, when MaxPending was left to its default, is the
+	// records the assigned partitions share (core.maxPending).
+	sharedPending int
+
 	// txnTimeout, set by tests, replaces transactionTimeout.
 	txnTimeout time.Duration
 	// authLimit, set by tests, replaces authFailureLimit.
@@ -151,6 +160,7 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = max(4096, 32*o.MaxInFlight)
+		o.sharedPending = pendingBudget
 	}
 	if o.MaxParked <= 0 {
 		o.MaxParked = flow.DefaultMaxParked

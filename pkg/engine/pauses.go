@@ -18,18 +18,38 @@ import "time"
 // Kafka the first delivery after an assignment would wait that fetch's
 // FetchMaxWait out (issue 10).
 func (c *core) updatePauses(sh *shard, now time.Time) {
+	bound := c.maxPending()
 	full := func(q *queue) bool {
 		if q.paused {
-			return len(q.entries) >= c.opts.MaxPending/2 // hysteresis
+			return len(q.entries) >= bound/2 // hysteresis
 		}
-		return len(q.entries) >= c.opts.MaxPending
+		return len(q.entries) >= bound
 	}
-	restoreFull := sh.restoring && len(sh.backlog) >= c.opts.MaxPending
+	restoreFull := sh.restoring && len(sh.backlog) >= bound
 	c.wantPaused(sh.src, restoreFull || full(sh.src) || (c.parking() && sh.parkedCount() >= c.opts.MaxParked) ||
 		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
 		c.wantPaused(q, sh.restoring || q.due.Waiting(now.Add(c.tierLead())) || full(q) || c.gatePaused(now, true)) // overload gate
 	}
+}
+
+// pendingBudget is the records the assigned partitions share when
+// Options.MaxPending is left to its default. A partition that pauses
+// because it holds MaxPending records has what franz-go buffered for it
+// dropped and fetched again (and waits a FetchMaxWait for it): with 4,096
+// records per partition a 100,000-record backlog on 4 partitions was
+// fetched 3.4–3.7 times on Kafka and drained at a third of the rate
+// without pauses (docs/PERFORMANCE.md, "6 December, later"). Shared, the
+// bound of an instance with few partitions rises to what one with 16 has.
+const pendingBudget = 1 << 16
+
+// maxPending is the records a partition may hold (Options.MaxPending):
+// when left to its default, its share of pendingBudget if that is larger.
+func (c *core) maxPending() int {
+	if c.opts.sharedPending > 0 && len(c.shards) > 0 {
+		return max(c.opts.MaxPending, c.opts.sharedPending/len(c.shards))
+	}
+	return c.opts.MaxPending
 }
 
 // wantPaused marks q to be paused or resumed, queues it for applyPauses
