@@ -80,10 +80,11 @@ type Options struct {
 	// transaction the next one is due at once. A finished record is let go
 	// of at the next transaction even while an earlier one of its partition
 	// is still in delivery (see progress.go). Unset (the default), it is
-	// the larger of 4096, 32 × MaxInFlight and pendingBudget (65,536)
-	// shared by the assigned partitions: an instance with up to 16
-	// partitions holds at most 65,536 such records, one with more 4,096 per
-	// partition. Each pause costs a fetch: franz-go drops what it buffered
+	// the larger of 4096, 32 × MaxInFlight and the assigned partitions'
+	// share of 65,536 records and of 64 MiB of records of the mean size
+	// fetched (keys, values and ~256 bytes each): an instance with up to
+	// 16 partitions holds at most what one with 16 partitions of 1 KiB
+	// records held before, one with more 4,096 per partition. Each pause costs a fetch: franz-go drops what it buffered
 	// for a paused partition and fetches it again (docs/PERFORMANCE.md, "6
 	// December, later").
 	MaxPending int

@@ -33,24 +33,46 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 	}
 }
 
-// pendingBudget is the records the assigned partitions share when
-// Options.MaxPending is left to its default. A partition that pauses
-// because it holds MaxPending records has what franz-go buffered for it
-// dropped and fetched again (and waits a FetchMaxWait for it): with 4,096
-// records per partition a 100,000-record backlog on 4 partitions was
-// fetched 3.4–3.7 times on Kafka and drained at a third of the rate
-// without pauses (docs/PERFORMANCE.md, "6 December, later"). Shared, the
-// bound of an instance with few partitions rises to what one with 16 has.
-const pendingBudget = 1 << 16
+// pendingBudget and pendingBytes bound what the assigned partitions
+// share when Options.MaxPending is left to its default: 65,536 records, and
+// 64 MiB of keys, values and entries (an entry is ~entryBytes beyond them),
+// what an instance with 16 partitions of 1 KiB records held before. A
+// partition that pauses because it holds MaxPending records has what
+// franz-go buffered for it dropped and fetched again (and waits a
+// FetchMaxWait for it): with 4,096 records per partition a 100,000-record
+// backlog on 4 partitions was fetched 3.4–3.7 times on Kafka and drained at
+// a third of the rate without pauses (docs/PERFORMANCE.md, "6 December,
+// later"). Shared, the bound of an instance with few partitions rises,
+// but never past these unless the 4,096-record floor does.
+const (
+	pendingBudget = 1 << 16
+	pendingBytes  = 64 << 20
+	entryBytes    = 256
+)
 
 // maxPending is the records a partition may hold (Options.MaxPending):
-// when left to its default, its share of pendingBudget if that is larger.
+// when left to its default, its share of the budgets if that is larger.
 func (c *core) maxPending() int {
-	if c.opts.sharedPending > 0 && len(c.shards) > 0 {
-		return max(c.opts.MaxPending, c.opts.sharedPending/len(c.shards))
+	n := len(c.shards)
+	if c.opts.sharedPending == 0 || n == 0 {
+		return c.opts.MaxPending
 	}
-	return c.opts.MaxPending
+	records := min(c.opts.sharedPending, pendingBytes/(c.recordBytes.mean()+entryBytes))
+	return max(c.opts.MaxPending, records/n)
 }
+
+// meanSize is a running mean of record sizes, weighted to the last ~64.
+type meanSize struct{ v float64 }
+
+func (m *meanSize) observe(n int) {
+	if m.v == 0 {
+		m.v = float64(n)
+		return
+	}
+	m.v += (float64(n) - m.v) / 64
+}
+
+func (m *meanSize) mean() int { return int(m.v) }
 
 // wantPaused marks q to be paused or resumed, queues it for applyPauses
 // and wakes the loop, which may be waiting in a poll.

@@ -231,6 +231,7 @@ func (c *core) ingest(recs []*kgo.Record) {
 			continue // fetched again after a rewind: already taken
 		}
 		q.seen = r.Offset + 1
+		c.recordBytes.observe(len(r.Key) + len(r.Value))
 		if !q.hasCommit {
 			q.commit.EpochOffset, q.hasCommit = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}, true
 			q.end = r.Offset // nothing before it is left to read
