@@ -84,9 +84,10 @@ type Options struct {
 	// share of 65,536 records and of 64 MiB of records of the mean size
 	// fetched (keys, values and ~256 bytes each): an instance with up to
 	// 16 partitions holds at most what one with 16 partitions of 1 KiB
-	// records held before, one with more 4,096 per partition. Each pause costs a fetch: franz-go drops what it buffered
-	// for a paused partition and fetches it again (docs/PERFORMANCE.md, "6
-	// December, later").
+	// records held before, one with more 4,096 per partition. Each pause
+	// costs a fetch: franz-go drops what it buffered for a paused
+	// partition and fetches it again (docs/PERFORMANCE.md, "6 December,
+	// later").
 	MaxPending int
 	// Ordering is flow.OrderingKey (default, as in the YAML config),
 	// flow.OrderingPartition or flow.OrderingNone.
@@ -125,9 +126,9 @@ type Options struct {
 	MaxAge    time.Duration
 	OnExpired string
 
-	// sharedPending, when MaxPending was left to its default, is the
-	// records the assigned partitions share (core.maxPending).
-	sharedPending int
+	// sharedPending: MaxPending was left to its default, and the assigned
+	// partitions share the pending budgets (core.maxPending).
+	sharedPending bool
 
 	// txnTimeout, set by tests, replaces transactionTimeout.
 	txnTimeout time.Duration
@@ -161,7 +162,7 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = max(4096, 32*o.MaxInFlight)
-		o.sharedPending = pendingBudget
+		o.sharedPending = true
 	}
 	if o.MaxParked <= 0 {
 		o.MaxParked = flow.DefaultMaxParked

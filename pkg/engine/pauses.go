@@ -54,10 +54,10 @@ const (
 // when left to its default, its share of the budgets if that is larger.
 func (c *core) maxPending() int {
 	n := len(c.shards)
-	if c.opts.sharedPending == 0 || n == 0 {
+	if !c.opts.sharedPending || n == 0 {
 		return c.opts.MaxPending
 	}
-	records := min(c.opts.sharedPending, pendingBytes/(c.recordBytes.mean()+entryBytes))
+	records := min(pendingBudget, pendingBytes/(c.recordBytes.mean()+entryBytes))
 	return max(c.opts.MaxPending, records/n)
 }
 
