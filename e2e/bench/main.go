@@ -82,6 +82,7 @@ type config struct {
 	maxPending     int
 	commitIvl      time.Duration
 	adjacent       bool // schedule.go
+	deep           int  // deep.go: backlog of the deep runs, 0 for none
 }
 
 func main() {
@@ -109,6 +110,7 @@ func main() {
 		inFlight   = flag.Int("max-in-flight", flow.DefaultMaxInFlight, "MaxInFlight of the kretry peers and of every loop that bounds its deliveries the same way (default: kretry's, app.max_in_flight)")
 		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
 		adjacent   = flag.Bool("adjacent-baselines", false, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
+		deep       = flag.Int("deep-records", 100000, "backlog of the deep runs: kretry's and kretry-http's slow-key and 1%-keys runs again after the table, between healthy runs on as many records, for the rec/s targets that divide by the own healthy run (deep.go; 0: none)")
 		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
 		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
 	)
@@ -163,6 +165,7 @@ func main() {
 		maxPending:  *maxPending,
 		commitIvl:   *commitIvl,
 		adjacent:    *adjacent,
+		deep:        *deep,
 	}
 	if *scale {
 		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit, *scaleCases)
@@ -198,6 +201,9 @@ func run(ctx context.Context, cfg *config, kinds []string, onlyPeers, onlyWorklo
 	start := time.Now()
 	fmt.Printf("    kretry bench: %d backlog + %d paced records per run at %.0f records/s, %d partitions, %d keys, MaxInFlight %d, tiers/backoff %v\n",
 		cfg.records, cfg.paced, cfg.rate, partitions, numKeys, cfg.maxInFlight, cfg.tiers)
+	if cfg.deep > 0 {
+		fmt.Printf("    deep runs (kretry, kretry-http; slow-key, 1%%-keys and their healthy neighbours): %d backlog + %d paced records\n", cfg.deep, cfg.paced)
+	}
 	fmt.Printf("    machine: %s\n", machine())
 	for _, p := range peers {
 		if len(onlyPeers) == 0 || slices.Contains(onlyPeers, p.name) {
@@ -235,32 +241,44 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 			ps = append(ps, pr)
 		}
 	}
-	plans := map[*workload]*plan{}
+	type planKey struct {
+		w    *workload
+		deep bool
+	}
+	plans := map[planKey]*plan{}
 	var results []*result
-	for _, st := range schedule(ws, ps, cfg.adjacent) {
+	for _, st := range schedule(ws, ps, cfg.adjacent, cfg.deep > 0) {
 		if !runs(st.w, st.p, s) {
 			continue
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if plans[st.w] == nil {
-			plans[st.w] = newPlan(st.w, cfg.records, cfg.paced)
+		pk := planKey{st.w, st.deep}
+		if plans[pk] == nil {
+			backlog := cfg.records
+			if st.deep {
+				backlog = cfg.deep
+			}
+			plans[pk] = newPlan(st.w, backlog, cfg.paced)
 		}
 		label := st.w.name
 		if st.adjacentHealthy {
 			label = "healthy*"
 		}
+		if st.deep {
+			label += "+"
+		}
 		fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, label, st.p.name)
 		t := time.Now()
-		r, err := runOne(ctx, cfg, s, st.w, plans[st.w], st.p)
+		r, err := runOne(ctx, cfg, s, st.w, plans[pk], st.p)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "error: %v\n", err)
 			r = &result{w: st.w, p: st.p, err: err}
 		} else {
 			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
 		}
-		r.bracketed, r.adjacentHealthy = st.bracketed, st.adjacentHealthy
+		r.bracketed, r.adjacentHealthy, r.deep, r.backlog = st.bracketed, st.adjacentHealthy, st.deep, plans[pk].backlog
 		results = append(results, r)
 	}
 	linkBaselines(results)
@@ -308,6 +326,8 @@ type result struct {
 	bracketed, adjacentHealthy bool
 	adjacent                   []*result
 	unusable                   int
+	deep                       bool // deep.go
+	backlog                    int
 
 	recPerSec, healthyPerSec float64
 	p50, p99                 time.Duration

@@ -88,9 +88,11 @@ func report(out io.Writer, cfg *config, s *site, all []*result, m *memResult) {
 		}
 	}
 
+	deep := deepRuns(all)
 	reportAdjacent(out, rs, find, ratio)
+	reportDeep(out, deep, ratio)
 	reportRatios(out, find, ratio)
-	reportTargets(out, find, m)
+	reportTargets(out, find, deep, m)
 	if m != nil {
 		fmt.Fprintf(out, "\n    memory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
 			m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
@@ -163,7 +165,7 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 
 // reportTargets prints issue 10's speed targets (and issue 3's) as PASS or
 // MISS.
-func reportTargets(out io.Writer, find finder, m *memResult) {
+func reportTargets(out io.Writer, find finder, deep []*result, m *memResult) {
 	fmt.Fprintln(out, "\n    targets (issue 10; issue 3 for 1%-keys):")
 	verdict := func(ok bool) string {
 		if ok {
@@ -192,10 +194,22 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 	target("failures: kretry healthy-key p99 ≤ 1.3× own no-failure p99", a, b, p99, p99, atMost(1.3), "≤ 1.3×")
 	a, b = own("failures", "kretry-http")
 	target("failures: kretry HTTP healthy-key p99 ≤ 1.3× own no-failure p99", a, b, p99, p99, atMost(1.3), "≤ 1.3×")
-	a, b = own("slow-key", "kretry")
-	target("slow key: kretry other keys' rec/s ≥ 0.95× no-slow-key run", a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
-	a, b = own("slow-key", "kretry-http")
-	target("slow key: kretry HTTP other keys' rec/s ≥ 0.95× no-slow-key run", a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
+	// The rec/s targets against the own healthy run take the deep runs
+	// when there are any (deep.go).
+	rate := func(wl, pn string) (*result, *result, string) {
+		if a, b := deepOwn(deep, wl, pn); a != nil {
+			return a, b, fmt.Sprintf(", %d records", a.backlog)
+		}
+		if wl == "1%-keys" {
+			return find(wl, pn), find("healthy", pn), ""
+		}
+		a, b := own(wl, pn)
+		return a, b, ""
+	}
+	a, b, on := rate("slow-key", "kretry")
+	target("slow key: kretry other keys' rec/s ≥ 0.95× no-slow-key run"+on, a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
+	a, b, on = rate("slow-key", "kretry-http")
+	target("slow key: kretry HTTP other keys' rec/s ≥ 0.95× no-slow-key run"+on, a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
 	for _, wl := range []string{"failures", "1%-keys"} {
 		for _, pn := range []string{"kretry", "kretry-http"} {
 			r := find(wl, pn)
@@ -223,8 +237,9 @@ func reportTargets(out io.Writer, find finder, m *memResult) {
 		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
 	}
 	target("issue 3, 1% of keys failing: kretry healthy-key p99 ≤ 1.5× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.5), "≤ 1.5×")
-	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), hthr, thr, atLeast(0.9), "≥ 0.9×")
-	target("issue 3, 1% of keys failing: kretry rec/s, all records ≥ 0.9× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), thr, thr, atLeast(0.9), "≥ 0.9×")
+	a, b, on = rate("1%-keys", "kretry")
+	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure"+on, a, b, hthr, thr, atLeast(0.9), "≥ 0.9×")
+	target("issue 3, 1% of keys failing: kretry rec/s, all records ≥ 0.9× no-failure"+on, a, b, thr, thr, atLeast(0.9), "≥ 0.9×")
 }
 
 // markdown prints rows as a Markdown table, padded to line up in a

@@ -31,17 +31,20 @@ var (
 // step is one run of a table. A bracketed step (failures or slow-key of
 // an adjacentPeers peer) runs between two adjacentHealthy steps: healthy
 // runs that have no row in the table.
+// A deep step runs on -deep-records records (deep.go).
 type step struct {
 	w               *workload
 	p               *peer
 	bracketed       bool
 	adjacentHealthy bool
+	deep            bool
 }
 
 // schedule orders one table's runs: workload by workload, every peer that
 // runs it (so peers compared with each other run close together), then,
-// when adjacent is set, the adjacent-baseline blocks.
-func schedule(ws []*workload, ps []*peer, adjacent bool) []step {
+// when adjacent is set, the adjacent-baseline blocks, then, when deep is
+// set, the deep blocks (deep.go).
+func schedule(ws []*workload, ps []*peer, adjacent, deep bool) []step {
 	var healthy *workload
 	for _, w := range ws {
 		if w.name == "healthy" {
@@ -70,6 +73,9 @@ func schedule(ws []*workload, ps []*peer, adjacent bool) []step {
 			steps = append(steps, block...)
 		}
 	}
+	if deep {
+		steps = append(steps, deepSteps(ws, ps)...)
+	}
 	return steps
 }
 
@@ -83,7 +89,7 @@ func linkBaselines(rs []*result) {
 			continue
 		}
 		for _, j := range []int{i - 1, i + 1} {
-			if j >= 0 && j < len(rs) && rs[j].adjacentHealthy && rs[j].p == r.p {
+			if j >= 0 && j < len(rs) && rs[j].adjacentHealthy && rs[j].p == r.p && rs[j].deep == r.deep {
 				if usable(rs[j]) {
 					r.adjacent = append(r.adjacent, rs[j])
 				} else {
@@ -99,12 +105,12 @@ func usable(b *result) bool {
 	return b.err == nil && b.recPerSec > 0 && b.p99 > 0 && b.drainComplete && b.pacedComplete
 }
 
-// tableRows is the table's runs, baselines left out, in the order of the
-// workloads and then of the peers, whatever order they ran in.
+// tableRows is the table's runs, baselines and deep runs left out, in the
+// order of the workloads and then of the peers, whatever order they ran in.
 func tableRows(all []*result) []*result {
 	var rs []*result
 	for _, r := range all {
-		if !r.adjacentHealthy {
+		if !r.adjacentHealthy && !r.deep {
 			rs = append(rs, r)
 		}
 	}

@@ -14,6 +14,9 @@ func stepNames(steps []step) string {
 		if s.adjacentHealthy {
 			n += "*"
 		}
+		if s.deep {
+			n += "+"
+		}
 		b = append(b, n)
 	}
 	return strings.Join(b, " ")
@@ -38,21 +41,21 @@ func peersNamed(names ...string) []*peer {
 func TestScheduleBracketsAdjacentRuns(t *testing.T) {
 	ws := workloads[:3] // healthy, failures, slow-key
 	ps := peersNamed("watermill", "kretry", "kretry-http")
-	got := stepNames(schedule(ws, ps, true))
+	got := stepNames(schedule(ws, ps, true, false))
 	want := "healthy/watermill healthy/kretry healthy/kretry-http failures/watermill slow-key/watermill " +
 		"healthy/kretry* failures/kretry healthy/kretry* slow-key/kretry healthy/kretry* " +
 		"healthy/kretry-http* failures/kretry-http healthy/kretry-http* slow-key/kretry-http healthy/kretry-http*"
 	if got != want {
 		t.Errorf("adjacent on:\n got %s\nwant %s", got, want)
 	}
-	got = stepNames(schedule(ws, ps, false))
+	got = stepNames(schedule(ws, ps, false, false))
 	want = "healthy/watermill healthy/kretry healthy/kretry-http failures/watermill failures/kretry failures/kretry-http " +
 		"slow-key/watermill slow-key/kretry slow-key/kretry-http"
 	if got != want {
 		t.Errorf("adjacent off:\n got %s\nwant %s", got, want)
 	}
 	// Without the healthy workload there is nothing to bracket with.
-	got = stepNames(schedule(workloads[1:3], ps, true))
+	got = stepNames(schedule(workloads[1:3], ps, true, false))
 	if strings.Contains(got, "*") {
 		t.Errorf("no healthy workload selected, yet baselines scheduled: %s", got)
 	}
@@ -111,7 +114,7 @@ func TestOwnHealthyIsTheMeanOfTheAdjacentRuns(t *testing.T) {
 func TestOnlyBracketedRunsGetBaselines(t *testing.T) {
 	for _, pn := range adjacentPeers {
 		var rs []*result
-		for _, st := range schedule(workloads, peersNamed(pn), true) {
+		for _, st := range schedule(workloads, peersNamed(pn), true, false) {
 			rs = append(rs, &result{w: st.w, p: st.p, bracketed: st.bracketed, adjacentHealthy: st.adjacentHealthy,
 				recPerSec: 1, p99: 1, drainComplete: true, pacedComplete: true})
 		}
