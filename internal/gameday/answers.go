@@ -61,8 +61,32 @@ func (r *run) phaseStats(s span) PhaseStats {
 			produced++
 		}
 	}
-	var lat []time.Duration
-	acks := 0
+	lat, acks := r.arrivalStats(&ps, in)
+	for _, d := range r.dead {
+		if in(d.At) {
+			ps.DeadLettered++
+		}
+	}
+	r.sampleStats(&ps, s, in)
+	if secs > 0 {
+		ps.EnqueueRate = float64(produced) / secs
+		ps.DrainRate = float64(acks) / secs
+	}
+	start := r.spans[0].Start
+	for _, p := range timeline(start, r.samples, nil) {
+		if t := start.Add(time.Duration(p.T * float64(time.Second))); in(t) {
+			ps.PeakEnqueueRate = max(ps.PeakEnqueueRate, p.Enqueue)
+		}
+	}
+	ps.DependencyP50MS, ps.DependencyP99MS = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99))
+	e2e, _ := r.healthyLatencies(s.Start, s.End)
+	ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS = ms(quantile(e2e, 0.5)), ms(quantile(e2e, 0.99)), ms(quantile(e2e, 1))
+	return ps
+}
+
+// arrivalStats counts the app's deliveries in the phase into ps and
+// returns the dependency latencies of its 2xx answers and their count.
+func (r *run) arrivalStats(ps *PhaseStats, in func(time.Time) bool) (lat []time.Duration, acks int) {
 	for _, a := range r.arrivals {
 		if !in(a.At) {
 			continue
@@ -82,11 +106,12 @@ func (r *run) phaseStats(s span) PhaseStats {
 			}
 		}
 	}
-	for _, d := range r.dead {
-		if in(d.At) {
-			ps.DeadLettered++
-		}
-	}
+	return lat, acks
+}
+
+// sampleStats reads the phase's CPU, lag, in-flight and breaker figures
+// off the samples into ps.
+func (r *run) sampleStats(ps *PhaseStats, s span, in func(time.Time) bool) {
 	ps.CPUCores, ps.CPUs = -1, runtime.NumCPU()
 	first, ok1 := sampleAt(r.samples, s.Start)
 	end, ok2 := sampleBefore(r.samples, s.End)
@@ -105,20 +130,6 @@ func (r *run) phaseStats(s span) PhaseStats {
 		}
 		prev = sm.At
 	}
-	if secs > 0 {
-		ps.EnqueueRate = float64(produced) / secs
-		ps.DrainRate = float64(acks) / secs
-	}
-	start := r.spans[0].Start
-	for _, p := range timeline(start, r.samples, nil) {
-		if t := start.Add(time.Duration(p.T * float64(time.Second))); in(t) {
-			ps.PeakEnqueueRate = max(ps.PeakEnqueueRate, p.Enqueue)
-		}
-	}
-	ps.DependencyP50MS, ps.DependencyP99MS = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99))
-	e2e, _ := r.healthyLatencies(s.Start, s.End)
-	ps.HealthyP50MS, ps.HealthyP99MS, ps.HealthyMaxMS = ms(quantile(e2e, 0.5)), ms(quantile(e2e, 0.99)), ms(quantile(e2e, 1))
-	return ps
 }
 
 // healthyLatencies returns the end-to-end latency (produce time to the

@@ -14,12 +14,15 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// The chart's rows, one panel per peer each, on one time axis (seconds
-// since the peer's run started).
-var chartRows = []struct {
+// chartRow is one row of the chart: one panel per peer.
+type chartRow struct {
 	title, unit string
 	series      []series
-}{
+}
+
+// The chart's rows, on one time axis (seconds since the peer's run
+// started).
+var chartRows = []chartRow{
 	{"Lag (source + tiers)", "records", []series{{"lag", func(p point) float64 { return float64(p.Lag) }, blue, nil}}},
 	{"Enqueue and drain rate", "records/s", []series{
 		{"enqueue", func(p point) float64 { return p.Enqueue }, orange, nil},
@@ -105,44 +108,7 @@ func chartSVG(r *Report) []byte {
 			}
 		}
 		for j, pr := range r.Peers {
-			p := plot.New()
-			p.Title.Text = row.title
-			if i == 0 {
-				p.Title.Text = pr.Peer + ": " + row.title
-			}
-			p.Y.Label.Text = row.unit
-			p.Y.Min, p.Y.Max = 0, ymax*1.05
-			if n := len(pr.Timeline); n > 0 { // a panel without lines gets the same time axis
-				p.X.Min, p.X.Max = 0, pr.Timeline[n-1].T
-			}
-			if i == rows-1 {
-				p.X.Label.Text = "seconds since start"
-			}
-			p.Add(bands{spans: pr.PhaseTimes, label: i == 0})
-			for _, s := range row.series {
-				if s.optional != nil && !slices.ContainsFunc(pr.Timeline, s.optional) {
-					p.Legend.Add(s.name+": not exported", noLine{})
-					continue
-				}
-				xys := make(plotter.XYs, len(pr.Timeline))
-				for k, pt := range pr.Timeline {
-					xys[k] = plotter.XY{X: pt.T, Y: s.value(pt)}
-				}
-				l, err := plotter.NewLine(xys)
-				if err != nil {
-					continue
-				}
-				l.Color = s.color
-				l.Width = vg.Points(1.2)
-				p.Add(l)
-				if len(row.series) > 1 {
-					p.Legend.Add(s.name, l)
-				}
-			}
-			p.Legend.Top, p.Legend.Left = true, true
-			p.Legend.TextStyle.Font.Size = vg.Points(8)
-			p.Legend.XOffs = vg.Points(8)
-			plots[i][j] = p
+			plots[i][j] = panel(row, pr, i == 0, i == rows-1, ymax)
 		}
 	}
 	w, h := vg.Length(cols)*7*vg.Inch, vg.Length(rows)*2.4*vg.Inch
@@ -161,6 +127,49 @@ func chartSVG(r *Report) []byte {
 		return []byte("<p>chart: " + html.EscapeString(err.Error()) + "</p>")
 	}
 	return b.Bytes()
+}
+
+// panel is one peer's plot of one chart row, its y axis up to ymax; the
+// top row names the peer and the phases, the bottom row the time axis.
+func panel(row chartRow, pr *PeerReport, top, bottom bool, ymax float64) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = row.title
+	if top {
+		p.Title.Text = pr.Peer + ": " + row.title
+	}
+	p.Y.Label.Text = row.unit
+	p.Y.Min, p.Y.Max = 0, ymax*1.05
+	if n := len(pr.Timeline); n > 0 { // a panel without lines gets the same time axis
+		p.X.Min, p.X.Max = 0, pr.Timeline[n-1].T
+	}
+	if bottom {
+		p.X.Label.Text = "seconds since start"
+	}
+	p.Add(bands{spans: pr.PhaseTimes, label: top})
+	for _, s := range row.series {
+		if s.optional != nil && !slices.ContainsFunc(pr.Timeline, s.optional) {
+			p.Legend.Add(s.name+": not exported", noLine{})
+			continue
+		}
+		xys := make(plotter.XYs, len(pr.Timeline))
+		for k, pt := range pr.Timeline {
+			xys[k] = plotter.XY{X: pt.T, Y: s.value(pt)}
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			continue
+		}
+		l.Color = s.color
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		if len(row.series) > 1 {
+			p.Legend.Add(s.name, l)
+		}
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Legend.XOffs = vg.Points(8)
+	return p
 }
 
 // bands shades every other phase and, on the top row, names each.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -118,17 +119,10 @@ func runPeer(ctx context.Context, o *Options, addrs []string, name string, p pee
 		return nil, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	e.adm = adm
-	if err := createTopics(ctx, adm, plan.Partitions, e.topic); err != nil {
+	if err := e.open(ctx, cl); err != nil {
 		return nil, err
 	}
-	a, err := startApp(plan.AppWorkers, plan.ServiceTime)
-	if err != nil {
-		return nil, err
-	}
-	defer a.close()
-	e.app = a
+	defer e.app.close()
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -147,9 +141,7 @@ func runPeer(ctx context.Context, o *Options, addrs []string, name string, p pee
 	if err != nil {
 		return nil, err
 	}
-	dcl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(st.dlq),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	dcl, err := newDLQClient(addrs, st.dlq)
 	if err != nil {
 		return nil, err
 	}
@@ -157,28 +149,47 @@ func runPeer(ctx context.Context, o *Options, addrs []string, name string, p pee
 	dlq := &dlqReader{}
 	smp := &sampler{mon: mon, metrics: st.metrics, dlq: dlq}
 	ld := newLoad(cl, e.topic, plan.Keys)
-	bg := []func(context.Context){func(c context.Context) { smp.run(c, 100*time.Millisecond) },
-		func(c context.Context) { dlq.run(c, dcl) }, ld.run}
-	done := make(chan struct{}, len(bg))
-	for _, f := range bg {
-		go func() { f(pctx); done <- struct{}{} }()
-	}
+	var bg sync.WaitGroup
+	bg.Go(func() { smp.run(pctx, 100*time.Millisecond) })
+	bg.Go(func() { dlq.run(pctx, dcl) })
+	bg.Go(func() { ld.run(pctx) })
 	ph := &phases{ctx: pctx, e: e, load: ld, smp: smp, dlq: dlq, progress: o.Progress, peer: name}
 	ph.run()
 	if err := ld.wait(); err != nil {
 		return nil, err
 	}
 	cancel()
-	for range bg {
-		<-done
-	}
+	bg.Wait()
 	stopped = true
 	if err := st.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
-	pr := analyze(name, plan, ph.spans, smp.all(), a.arrivals(), dlq.all(), ld.records(), ph.poison, ph.burst)
+	pr := analyze(name, plan, ph.spans, smp.all(), e.app.arrivals(), dlq.all(), ld.records(), ph.poison, ph.burst)
 	pr.Setup = st.setup
 	return pr, nil
+}
+
+// open creates e's source topic and starts its app; the caller closes
+// e.app.
+func (e *env) open(ctx context.Context, cl *kgo.Client) error {
+	e.adm = kadm.NewClient(cl)
+	if err := createTopics(ctx, e.adm, e.plan.Partitions, e.topic); err != nil {
+		return err
+	}
+	a, err := startApp(e.plan.AppWorkers, e.plan.ServiceTime)
+	if err != nil {
+		return err
+	}
+	e.app = a
+	return nil
+}
+
+// newDLQClient reads the peer's DLQ topic from its start, committed
+// records only.
+func newDLQClient(addrs []string, topic string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 }
 
 func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {

@@ -96,51 +96,57 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
 	c := &Cluster{cfg: cfg, jars: filepath.Join(jars, "lib"), dir: dir, id: newClusterID()}
-	per := 2 + cfg.Security.ports()
-	ports, err := freePorts(per * cfg.Nodes)
-	if err != nil {
+	if err := c.placeNodes(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for i := range cfg.Nodes {
-		n := &node{id: i + 1, port: ports[per*i], cport: ports[per*i+1],
-			dir: filepath.Join(dir, "node"+strconv.Itoa(i+1))}
-		next := per*i + 2
-		if s := cfg.Security; s != nil && s.SASLSSL {
-			n.saslPort, next = ports[next], next+1
-		}
-		if s := cfg.Security; s != nil && s.SSL {
-			n.sslPort = ports[next]
-		}
-		c.nodes = append(c.nodes, n)
-	}
-	if err := c.setUpSecurity(); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if err := c.format(ctx); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	for _, n := range c.nodes {
-		if err := c.launch(n); err != nil {
+	for _, step := range []func() error{
+		c.setUpSecurity,
+		func() error { return c.format(ctx) },
+		c.launchAll,
+		func() error { return c.waitReady(ctx, cfg.Nodes) },
+		func() error { return c.warmCoordinators(ctx) },
+		func() error { return c.createUsers(ctx) },
+	} {
+		if err := step(); err != nil {
 			c.Stop()
 			return nil, err
 		}
 	}
-	if err := c.waitReady(ctx, cfg.Nodes); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if err := c.warmCoordinators(ctx); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if err := c.createUsers(ctx); err != nil {
-		c.Stop()
-		return nil, err
-	}
 	return c, nil
+}
+
+// placeNodes gives each of the cluster's nodes its id, its directory and
+// its ports: client, controller, then SASL_SSL and SSL when configured.
+func (c *Cluster) placeNodes() error {
+	per := 2 + c.cfg.Security.ports()
+	ports, err := freePorts(per * c.cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	for i := range c.cfg.Nodes {
+		n := &node{id: i + 1, port: ports[per*i], cport: ports[per*i+1],
+			dir: filepath.Join(c.dir, "node"+strconv.Itoa(i+1))}
+		next := per*i + 2
+		if s := c.cfg.Security; s != nil && s.SASLSSL {
+			n.saslPort, next = ports[next], next+1
+		}
+		if s := c.cfg.Security; s != nil && s.SSL {
+			n.sslPort = ports[next]
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return nil
+}
+
+// launchAll starts every node's process.
+func (c *Cluster) launchAll() error {
+	for _, n := range c.nodes {
+		if err := c.launch(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // warmCoordinators waits until a group and a transaction coordinator can be
