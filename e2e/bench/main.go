@@ -354,21 +354,9 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	}
 	defer b.close()
 	topic := b.topic
-	adm, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...))
+	sourceID, err := runTopics(ctx, cfg, b.addrs, topic, pr)
 	if err != nil {
 		return nil, err
-	}
-	defer adm.Close()
-	created, err := createTopics(ctx, adm, partitions, topic, topic+".blocking-dlq", topic+".poison")
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasPrefix(pr.name, "kretry") && !cfg.newTopics {
-		// kretry's tier, parking and DLQ topics exist, as after a
-		// deployment's first start (see -kretry-new-topics).
-		if _, err := createTopics(ctx, adm, partitions, kretryStageTopics(topic, cfg.tiers)...); err != nil {
-			return nil, err
-		}
 	}
 	a := newApp(p, cfg.tiers[0])
 	e := &env{addrs: b.addrs, topic: topic, partitions: partitions, group: topic + "-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
@@ -390,7 +378,7 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 		return nil, fmt.Errorf("producing the backlog: %w", err)
 	}
 
-	if err := b.watch(topic, created[topic].ID); err != nil {
+	if err := b.watch(topic, sourceID); err != nil {
 		return nil, err
 	}
 	cpu := startSampler(b.cpu, e.peerCPU)
@@ -412,16 +400,8 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 
 	anchor := b.firstFetch()
 	paced := a.begin(p.backlog, p.backlog+p.paced)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	perr := make(chan error, 1)
-	go func() { perr <- prod.pace(pctx, cfg.rate) }()
-	r.pacedComplete = paced.wait(time.Duration(float64(p.paced)/cfg.rate*float64(time.Second)) + 60*time.Second)
-	if !r.pacedComplete {
-		cancel()
-		<-perr
-	} else if err := <-perr; err != nil {
-		return nil, fmt.Errorf("producing the paced records: %w", err)
+	if r.pacedComplete, err = runPaced(ctx, prod, paced, cfg.rate, p.paced); err != nil {
+		return nil, err
 	}
 	stopPeer()
 	stopped = true
@@ -438,25 +418,84 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 		r.assignedToFirst = time.Duration(first - at)
 	}
 	if start != 0 {
-		if d := drain.lastAll.Load() - start; d > 0 {
-			r.recPerSec = float64(drain.doneAll.Load()) / (float64(d) / 1e9)
-		}
-		if d := drain.lastHealthy.Load() - start; d > 0 {
-			r.healthyPerSec = float64(drain.doneHealthy.Load()) / (float64(d) / 1e9)
-		}
-		if n := drain.doneAll.Load(); n > 0 {
-			s0, b0 := cpu.at(start)
-			s1, b1 := cpu.at(drain.lastAll.Load())
-			if pr.jvm {
-				s0, s1 = cpu.peerAt(start), cpu.peerAt(drain.lastAll.Load())
-			}
-			r.cpuPer100k = (s1 - s0).Seconds() / float64(n) * 1e5
-			r.brokerPer100 = (b1 - b0).Seconds() / float64(n) * 1e5
+		r.drainFigures(drain, cpu, start, pr.jvm)
+	}
+	r.pacedFigures(a, p, paced)
+	r.lateN = len(paced.lateness) + len(drain.lateness)
+	r.lateP99Drain = percentile(drain.lateness, 0.99)
+	r.dropped, r.dupes = a.dropped.Load(), a.dupes.Load()
+	r.txns = e.obs.summary()
+	r.peerRSS = e.peerRSS.Load()
+	r.peerJIT = time.Duration(e.peerJIT.Load())
+	return r, nil
+}
+
+// runTopics creates a run's source topic, the blocking peers' DLQ and
+// poison topics and, for a kretry peer, its stage topics unless it is to
+// create them itself. It returns the source topic's id.
+func runTopics(ctx context.Context, cfg *config, addrs []string, topic string, pr *peer) ([16]byte, error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return [16]byte{}, err
+	}
+	defer adm.Close()
+	created, err := createTopics(ctx, adm, partitions, topic, topic+".blocking-dlq", topic+".poison")
+	if err != nil {
+		return [16]byte{}, err
+	}
+	if strings.HasPrefix(pr.name, "kretry") && !cfg.newTopics {
+		// kretry's tier, parking and DLQ topics exist, as after a
+		// deployment's first start (see -kretry-new-topics).
+		if _, err := createTopics(ctx, adm, partitions, kretryStageTopics(topic, cfg.tiers)...); err != nil {
+			return [16]byte{}, err
 		}
 	}
+	return created[topic].ID, nil
+}
+
+// runPaced produces n records at rate records/s and waits until the peer
+// has settled them, or for a minute past the producing time; it reports
+// whether all settled.
+func runPaced(ctx context.Context, prod *producer, paced *phase, rate float64, n int) (bool, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	perr := make(chan error, 1)
+	go func() { perr <- prod.pace(pctx, rate) }()
+	complete := paced.wait(time.Duration(float64(n)/rate*float64(time.Second)) + 60*time.Second)
+	if !complete {
+		cancel()
+		<-perr
+	} else if err := <-perr; err != nil {
+		return false, fmt.Errorf("producing the paced records: %w", err)
+	}
+	return complete, nil
+}
+
+// drainFigures sets r's rates and CPU over the drain window, from start
+// to the last record settled.
+func (r *result) drainFigures(drain *phase, cpu *cpuSampler, start int64, jvm bool) {
+	if d := drain.lastAll.Load() - start; d > 0 {
+		r.recPerSec = float64(drain.doneAll.Load()) / (float64(d) / 1e9)
+	}
+	if d := drain.lastHealthy.Load() - start; d > 0 {
+		r.healthyPerSec = float64(drain.doneHealthy.Load()) / (float64(d) / 1e9)
+	}
+	if n := drain.doneAll.Load(); n > 0 {
+		s0, b0 := cpu.at(start)
+		s1, b1 := cpu.at(drain.lastAll.Load())
+		if jvm {
+			s0, s1 = cpu.peerAt(start), cpu.peerAt(drain.lastAll.Load())
+		}
+		r.cpuPer100k = (s1 - s0).Seconds() / float64(n) * 1e5
+		r.brokerPer100 = (b1 - b0).Seconds() / float64(n) * 1e5
+	}
+}
+
+// pacedFigures sets r's latency percentiles and paced retry lateness.
+// Records never acknowledged in the paced phase count with the time they
+// waited so far: a lower bound, marked in the notes.
+func (r *result) pacedFigures(a *app, p *plan, paced *phase) {
 	lat := paced.latencies
-	// Records never acknowledged in the paced phase count with the time
-	// they waited so far: a lower bound, marked in the notes.
 	for i := paced.from; i < paced.to; i++ {
 		if p.healthy(i) && !a.settled[i].Load() {
 			if pt := a.produced[i].Load(); pt != 0 {
@@ -467,13 +506,6 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	r.latencyN = len(lat)
 	r.p50, r.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	r.lateP99Paced = percentile(paced.lateness, 0.99)
-	r.lateP99Drain = percentile(drain.lateness, 0.99)
-	r.lateN = len(paced.lateness) + len(drain.lateness)
-	r.dropped, r.dupes = a.dropped.Load(), a.dupes.Load()
-	r.txns = e.obs.summary()
-	r.peerRSS = e.peerRSS.Load()
-	r.peerJIT = time.Duration(e.peerJIT.Load())
-	return r, nil
 }
 
 func ms(d time.Duration) string {
