@@ -106,6 +106,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return code
 	}
+	// validate answers "will kretry run start with this?", so it checks
+	// what only run needs as well.
+	if err := cfg.Admin.CheckToken(); err != nil {
+		fmt.Fprintf(stderr, "kretry validate: invalid config %s:\n  %v\n", *path, err)
+		return exitUsage
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stderr, "kretry validate: warning: %s\n", w)
 	}

@@ -55,3 +55,25 @@ func TestRenameWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRefusesWhatRunRefuses: an admin endpoint without a token
+// passes config.Validate (kretry dlq works without it) but not kretry run;
+// kretry validate must say so too, naming the key and what to set.
+func TestValidateRefusesWhatRunRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	writeFile(t, path, renamed+"admin: {enabled: true}\n")
+	for _, cmd := range []string{"validate", "run"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "-c", path}, &out, &errb); code != exitUsage {
+			t.Errorf("%s: exit %d, want %d (stdout %q)", cmd, code, exitUsage, out.String())
+		}
+		if !strings.Contains(errb.String(), "admin.token: required when admin.enabled is true") || !strings.Contains(errb.String(), "KRETRY_ADMIN__TOKEN") {
+			t.Errorf("%s: stderr does not name admin.token and KRETRY_ADMIN__TOKEN:\n%s", cmd, errb.String())
+		}
+	}
+	t.Setenv("KRETRY_ADMIN__TOKEN", "0123456789abcdef")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"validate", "-c", path}, &out, &errb); code != exitOK {
+		t.Errorf("validate with the token set: exit %d: %s", code, errb.String())
+	}
+}
