@@ -51,9 +51,11 @@ func stringToSliceHook(from, to reflect.Type, data any) (any, error) {
 }
 
 // stringToDurationHook parses time.ParseDuration strings ("1m", "250ms")
-// and rejects bare numbers, which mapstructure would take as nanoseconds.
-// It replaces mapstructure's StringToTimeDurationHookFunc, whose error
-// drops the bad value.
+// and rejects bare numbers, which mapstructure would take as nanoseconds,
+// except 0, which needs no unit (the docs write `max_age: 0`, and
+// time.ParseDuration takes "0" from the environment too). It replaces
+// mapstructure's StringToTimeDurationHookFunc, whose error drops the bad
+// value.
 func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 	if to != durationType {
 		return data, nil
@@ -71,6 +73,9 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 		reflect.Float32, reflect.Float64:
 		if from == durationType {
 			return data, nil
+		}
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
 		}
 		return nil, &valueError{value: fmt.Sprint(data), msg: `is not a duration: it needs a unit, as in "10s" or "250ms"`}
 	}

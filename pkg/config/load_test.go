@@ -419,3 +419,24 @@ func TestTestVariablesAreNotConfigKeys(t *testing.T) {
 		t.Fatalf("KRETRY_TEST_ variables broke the config: %v", err)
 	}
 }
+
+// TestBareZeroDuration: 0 needs no unit. The docs write `max_age: 0`,
+// `dlq.retention: 0` and `lag.interval: 0`, and the environment already
+// took "0" (time.ParseDuration does); a bare non-zero number still needs
+// one (testdata/bad/duration_without_unit).
+func TestBareZeroDuration(t *testing.T) {
+	c, err := config.Parse([]byte(`
+app: {url: http://127.0.0.1:8080/kafka}
+lag: {interval: 0}
+topics:
+  - name: orders
+    max_age: 0
+    dlq: {retention: 0}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lag.Interval != 0 || c.Topics[0].MaxAge != 0 || c.Topics[0].DLQ.Retention != 0 {
+		t.Errorf("lag.interval %v, max_age %v, dlq.retention %v: want 0 each", c.Lag.Interval, c.Topics[0].MaxAge, c.Topics[0].DLQ.Retention)
+	}
+}
