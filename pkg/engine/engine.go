@@ -186,6 +186,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if len(opts.Brokers) == 0 || opts.Plan.Source == "" || opts.Group == "" || opts.Deliverer == nil {
 		return nil, errors.New("engine: Brokers, Plan.Source, Group and Deliverer are required")
 	}
+	if err := checkBrokers(opts.Brokers); err != nil {
+		return nil, err
+	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}

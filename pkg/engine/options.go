@@ -200,3 +200,16 @@ func (o *Options) setDefaults() error {
 	}
 	return nil
 }
+
+// checkBrokers reports the config's "embedded" among the seed brokers: it
+// means the broker `kretry run` starts in its own process, which a program
+// embedding the engine starts itself. (A host without a port is franz-go's
+// default 9092, and is left to it.)
+func checkBrokers(brokers []string) error {
+	for i, b := range brokers {
+		if b == "embedded" {
+			return fmt.Errorf(`engine: Brokers[%d] is "embedded", the broker kretry run starts in its own process: start one yourself (kfake.NewCluster, as the package example does) and pass its addresses`, i)
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -36,5 +37,17 @@ func TestOptionsDefaults(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "use one of") {
 			t.Errorf("%+v: err %v, want one naming the valid values", bad, err)
 		}
+	}
+}
+
+// TestEmbeddedIsNotABroker: a newcomer embedding the engine with the
+// repository's config.yaml passed kafka.brokers [embedded] and got a DNS
+// error for the host "embedded"; New now names the entry and what to do.
+func TestEmbeddedIsNotABroker(t *testing.T) {
+	_, err := New(context.Background(), Options{Brokers: []string{"127.0.0.1:9092", "embedded"}, Plan: retrytopics.Plan{Source: "orders"}, Group: "g",
+		Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })})
+	want := `engine: Brokers[1] is "embedded", the broker kretry run starts in its own process: start one yourself (kfake.NewCluster`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("New with Brokers [127.0.0.1:9092 embedded]: %v, want an error containing %q", err, want)
 	}
 }
