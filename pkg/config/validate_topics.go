@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kretry/kretry/pkg/flow"
@@ -147,7 +148,32 @@ func (v *validator) statuses(p string, c *Classify) {
 	check("transient", c.Transient)
 	for k, s := range c.Transient {
 		if slices.Contains(c.Permanent, s) {
-			v.add(fmt.Sprintf("%s.classify.transient[%d]", p, k), "%q is also in %s.classify.permanent", fmtInt(s), p)
+			v.add(fmt.Sprintf("%s.classify.transient[%d]", p, k), "%q is also in %s.classify.permanent%s", fmtInt(s), p, defaultListHint(p, c, s))
 		}
 	}
+}
+
+// defaultListHint says which of c's lists is the default one, when one is:
+// a status in both was most likely added to one list while the other was
+// left to its default, which the user never wrote.
+func defaultListHint(p string, c *Classify, status int) string {
+	for _, l := range []struct {
+		name  string
+		codes []int
+		def   []int
+	}{{"transient", c.Transient, DefaultTransient()}, {"permanent", c.Permanent, DefaultPermanent()}} {
+		if slices.Equal(l.codes, l.def) {
+			return fmt.Sprintf("; %s.classify.%s is its default (%s): set it without %d", p, l.name, joinInts(l.def), status)
+		}
+	}
+	return ""
+}
+
+// joinInts writes codes as "408, 425, 429".
+func joinInts(codes []int) string {
+	s := make([]string, len(codes))
+	for i, c := range codes {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ", ")
 }
