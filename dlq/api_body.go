@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -71,6 +72,9 @@ func bodyError(raw []byte, err error) error {
 		return fmt.Errorf("request body: the JSON ends too early: %s", hint)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if inFilter(raw, name) {
+			return fmt.Errorf("request body: unknown field %s in filter: a filter has state, class, status, since, until, key, key_b64, header, grep and records (docs/DLQ.md, Admin API)", name)
+		}
 		return fmt.Errorf("request body: unknown field %s: a redrive or discard request has filter, limit, rate, dry_run, reason and by (docs/DLQ.md, Admin API)", name)
 	}
 	return fmt.Errorf("request body: %w", err)
@@ -94,4 +98,23 @@ func fieldValue(raw []byte, path string) string {
 		s = s[:57] + "..."
 	}
 	return s
+}
+
+// inFilter reports whether the unknown field quoted (as encoding/json
+// quotes it) is a key of raw's filter object and not of raw itself.
+func inFilter(raw []byte, quoted string) bool {
+	name, err := strconv.Unquote(quoted)
+	if err != nil {
+		return false
+	}
+	var top struct {
+		Filter map[string]json.RawMessage `json:"filter"`
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &top) != nil {
+		return false
+	}
+	_, atTop := keys[name]
+	_, inF := top.Filter[name]
+	return inF && !atTop
 }

@@ -78,6 +78,7 @@ func TestAdminAPILogsEveryRefusalInItsOwnWords(t *testing.T) {
 		{`[1]`, `request body: want a JSON object, got a JSON array`},
 		{``, `request body is empty`},
 		{`{"speed":5}`, `request body: unknown field \"speed\": a redrive or discard request has filter, limit, rate`},
+		{`{"filter":{"clas":["permanent"]},"dry_run":true}`, `request body: unknown field \"clas\" in filter: a filter has state, class, status`},
 		{`{"rate":-1}`, `rate -1: want records/s above 0`},
 		{`{"rate":0.001}`, `rate 0.001 records/s is below the floor`},
 	} {
