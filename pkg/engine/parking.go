@@ -204,7 +204,7 @@ func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 				// key as text, as the "operator released a key" line prints it.
 				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(c.opts.OnDeadLetter), "parked", l.park.Parked()}
 				if c.opts.OnDeadLetter == flow.OnDeadLetterHold {
-					args = append(args, "hint", "release with `kretry parking release --topic "+c.plan.Source+" --key "+string(key)+"`")
+					args = append(args, "hint", "release with `kretry parking release -c CONFIG --topic "+c.plan.Source+" --key "+string(key)+"` (CONFIG: the config file of this kretry run, or set KRETRY_CONFIG)")
 				}
 				c.log.Info("head of a blocked key dead-lettered", args...)
 			}

@@ -365,7 +365,7 @@ func TestHoldLogNamesKeyAndRelease(t *testing.T) {
 			line = l
 		}
 	}
-	hint := "release with `kretry parking release --topic " + e.plan.Source + " --key K`"
+	hint := "release with `kretry parking release -c CONFIG --topic " + e.plan.Source + " --key K` (CONFIG: the config file of this kretry run, or set KRETRY_CONFIG)"
 	if !strings.Contains(line, " key=K ") || !strings.Contains(line, hint) {
 		t.Errorf("line %q lacks key=K or the hint %q", line, hint)
 	}
