@@ -6,11 +6,13 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -100,7 +102,11 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		lock.release()
 		if listenErr != nil {
-			return nil, fmt.Errorf("embedded broker: %s %s: %w", from, cfg.Listen, listenErr)
+			hint := ""
+			if errors.Is(listenErr, syscall.EADDRINUSE) {
+				hint = fmt.Sprintf(" (another process listens there, often another kretry run or kretry broker: stop it, or set %s to a free host:port)", from)
+			}
+			return nil, fmt.Errorf("embedded broker: %s %s: %w%s", from, cfg.Listen, listenErr, hint)
 		}
 		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Listen, err)
 	}

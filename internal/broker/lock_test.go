@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -71,5 +72,24 @@ func TestMemoryOnlyNotLocked(t *testing.T) {
 		if _, err := start(t, ""); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestListenInUse: a port another process holds is refused naming the key
+// it came from and what to do, with the data dir left unlocked.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	_, err = broker.Start(broker.Config{Listen: ln.Addr().String(), ListenFrom: "embedded.listen", DataDir: dir, Partitions: 1})
+	want := "embedded broker: embedded.listen " + ln.Addr().String() + ": listen tcp " + ln.Addr().String() + ": bind: address already in use (another process listens there"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "set embedded.listen to a free host:port") {
+		t.Fatalf("Start on a port in use: %v, want %q and what to set", err, want)
+	}
+	if _, err := start(t, dir); err != nil {
+		t.Errorf("the data dir stayed locked after the failed start: %v", err)
 	}
 }
