@@ -210,7 +210,8 @@ The config path may also come from %s. Every config key can be
 overridden from the environment (KRETRY_APP__URL=…); see README.md.
 
 Exit status: 0 success, 1 a runtime failure (a broker that cannot be
-reached, a demo that lost records or gave up waiting), 2 bad flags or a bad config.
+reached, a demo that lost records or gave up waiting, an incomplete lag
+scan), 2 bad flags or a bad config.
 `, config.EnvConfigFile)
 	return b.String()
 }
