@@ -104,7 +104,7 @@ func main() {
 		noMem      = flag.Bool("no-memory", false, "skip the memory micro-measure")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file")
 		verbose    = flag.Bool("v", false, "log the peers' warnings (BENCH_LOG=info: kretry's info lines too, such as a transaction aborted by a rebalance)")
-		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, the larger of 4096, 32 × MaxInFlight and the assigned partitions' share of 65,536 records and 64 MiB)")
+		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, a partition pauses at 4096 or 32 × MaxInFlight records and past that at its share of 65,536 records or of 64 MiB held)")
 		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
 		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
 		inFlight   = flag.Int("max-in-flight", flow.DefaultMaxInFlight, "MaxInFlight of the kretry peers and of every loop that bounds its deliveries the same way (default: kretry's, app.max_in_flight)")

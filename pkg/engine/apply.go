@@ -18,7 +18,8 @@ import (
 // progress.go). The transaction is due before CommitInterval (commitSoon)
 // once MaxPending/2 entries of en's queue settled since the last one: it
 // then lets go of them before the queue fills and its partition pauses
-// (pauses.go).
+// (pauses.go). A partition paused full of large records holds fewer than
+// that: it is due once half of them settled.
 //
 // The rule counts per partition, as MaxPending is. Counting settled
 // records over all partitions, as it did before, committed as soon as any
@@ -33,7 +34,7 @@ func (c *core) settle(en *entry) {
 		return
 	}
 	q.fresh++
-	if q.fresh >= c.maxPending()/2 {
+	if q.fresh >= c.recordBound()/2 || q.paused && 2*q.fresh >= len(q.entries) && c.full(len(q.entries), q.bytes, true) {
 		c.commitSoon = true
 	}
 }

@@ -136,6 +136,9 @@ func (c *core) takeParking(q *queue, take func(*entry)) (commitPoint, bool) {
 	if n > 0 {
 		last := q.entries[n-1].rec
 		cp = commitPoint{EpochOffset: kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}}
+		for _, en := range q.entries[:n] {
+			q.bytes -= heldBytes(en)
+		}
 		clear(q.entries[:n]) // the backing array must not keep them alive
 		q.entries = q.entries[n:]
 	}

@@ -83,9 +83,6 @@ type core struct {
 	// woke: something the loop waits for changed (a pause, a reset, a
 	// commit due); the shell wakes its poll (takeWake).
 	woke bool
-	// recordBytes is the mean key and value size of the records fetched
-	// (maxPending).
-	recordBytes meanSize
 
 	warned      sync.Map
 	instanceTag string

@@ -79,12 +79,13 @@ type Options struct {
 	// fetching pauses, and once half of it finished since the last
 	// transaction the next one is due at once. A finished record is let go
 	// of at the next transaction even while an earlier one of its partition
-	// is still in delivery (see progress.go). Unset (the default), it is
-	// the larger of 4096, 32 × MaxInFlight and the assigned partitions'
-	// share of 65,536 records and of 64 MiB of records of the mean size
-	// fetched (keys, values and ~256 bytes each): an instance with up to
-	// 16 partitions holds at most what one with 16 partitions of 1 KiB
-	// records held before, one with more 4,096 per partition. Each pause
+	// is still in delivery (see progress.go). Unset (the default), a
+	// partition pauses at the larger of 4096 and 32 × MaxInFlight records,
+	// and past that floor once it holds its share of 65,536 records or of
+	// 64 MiB (its own records' keys and values, ~256 bytes each beyond
+	// them): an instance with up to 16 partitions holds at most what one
+	// with 16 partitions of 1 KiB records held before, one with more 4,096
+	// per partition. Each pause
 	// costs a fetch: franz-go drops what it buffered for a paused
 	// partition and fetches it again (docs/PERFORMANCE.md, "6 December,
 	// later").

@@ -18,14 +18,8 @@ import "time"
 // Kafka the first delivery after an assignment would wait that fetch's
 // FetchMaxWait out (issue 10).
 func (c *core) updatePauses(sh *shard, now time.Time) {
-	bound := c.maxPending()
-	full := func(q *queue) bool {
-		if q.paused {
-			return len(q.entries) >= bound/2 // hysteresis
-		}
-		return len(q.entries) >= bound
-	}
-	restoreFull := sh.restoring && len(sh.backlog) >= bound
+	full := func(q *queue) bool { return c.full(len(q.entries), q.bytes, q.paused) }
+	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes, false)
 	c.wantPaused(sh.src, restoreFull || full(sh.src) || (c.parking() && sh.parkedCount() >= c.opts.MaxParked) ||
 		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
@@ -36,43 +30,62 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 // pendingBudget and pendingBytes bound what the assigned partitions
 // share when Options.MaxPending is left to its default: 65,536 records, and
 // 64 MiB of keys, values and entries (an entry is ~entryBytes beyond them),
-// what an instance with 16 partitions of 1 KiB records held before. A
+// what an instance with 16 partitions of 1 KiB records held before; each
+// partition may hold at least MaxPending records (4,096) or floorBytes,
+// whichever it reaches first, and at least 2 × MaxInFlight records. A
 // partition that pauses because it holds MaxPending records has what
 // franz-go buffered for it dropped and fetched again (and waits a
 // FetchMaxWait for it): with 4,096 records per partition a 100,000-record
 // backlog on 4 partitions was fetched 3.4–3.7 times on Kafka and drained at
 // a third of the rate without pauses (docs/PERFORMANCE.md, "6 December,
-// later"). Shared, the bound of an instance with few partitions rises,
-// but never past these unless the 4,096-record floor does.
+// later"). Shared, the bound of an instance with few partitions rises; an
+// instance holds at most the larger of pendingBytes and floorBytes per
+// partition (and of 2 × MaxInFlight records per partition, for records of
+// megabytes).
+//
+// The bytes are each partition's own (queue.bytes), not a mean over the
+// instance: with one mean, a busy partition of tiny records let a stuck
+// partition of 20 KiB records hold 32,768 of them (640 MiB). And the floor
+// is in bytes too: 4,096 records of 100 KiB are 400 MiB per partition.
 const (
 	pendingBudget = 1 << 16
 	pendingBytes  = 64 << 20
+	floorBytes    = 16 << 20
 	entryBytes    = 256
 )
 
-// maxPending is the records a partition may hold (Options.MaxPending):
-// when left to its default, its share of the budgets if that is larger.
-func (c *core) maxPending() int {
-	n := len(c.shards)
-	if !c.opts.sharedPending || n == 0 {
+// full reports whether a partition holding n records of the given bytes
+// (queue.bytes) holds what it may, and pauses: MaxPending records when it
+// was set; left to its default, its share of pendingBudget records (at
+// least MaxPending) or of pendingBytes (at least floorBytes), whichever it
+// reaches first, but never fewer than 2 × MaxInFlight records. A paused
+// one (paused) resumes at half of each (hysteresis).
+func (c *core) full(n, bytes int, paused bool) bool {
+	div := 1
+	if paused {
+		div = 2
+	}
+	if !c.opts.sharedPending {
+		return n >= c.opts.MaxPending/div
+	}
+	k := max(1, len(c.shards))
+	records := max(c.opts.MaxPending, pendingBudget/k)
+	held := max(floorBytes, pendingBytes/k)
+	return n >= 2*c.opts.MaxInFlight/div && (n >= records/div || bytes >= held/div)
+}
+
+// recordBound is the records a partition may hold at most: MaxPending,
+// or, left to its default, its share of pendingBudget when larger.
+func (c *core) recordBound() int {
+	if !c.opts.sharedPending {
 		return c.opts.MaxPending
 	}
-	records := min(pendingBudget, pendingBytes/(c.recordBytes.mean()+entryBytes))
-	return max(c.opts.MaxPending, records/n)
+	return max(c.opts.MaxPending, pendingBudget/max(1, len(c.shards)))
 }
 
-// meanSize is a running mean of record sizes, weighted to the last ~64.
-type meanSize struct{ v float64 }
-
-func (m *meanSize) observe(n int) {
-	if m.v == 0 {
-		m.v = float64(n)
-		return
-	}
-	m.v += (float64(n) - m.v) / 64
-}
-
-func (m *meanSize) mean() int { return int(m.v) }
+// heldBytes is what en counts for in its queue's bytes: its key and value
+// and entryBytes.
+func heldBytes(en *entry) int { return len(en.rec.Key) + len(en.rec.Value) + entryBytes }
 
 // wantPaused marks q to be paused or resumed, queues it for applyPauses
 // and wakes the loop, which may be waiting in a poll.

@@ -2,35 +2,41 @@ package engine
 
 import (
 	"fmt"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/pkg/flow"
 )
 
-// TestMaxPendingSharesTheBudget: left to its default, MaxPending is the
-// larger of its floor and the records the assigned partitions share, at
-// most pendingBudget and at most pendingBytes of records of the mean size
-// fetched; set, it is what it was set to, however many partitions and
-// whatever the records' size.
+// TestMaxPendingSharesTheBudget: left to its default, a partition pauses
+// at its share of pendingBudget records (at least the floor) or of
+// pendingBytes of the records it holds (at least floorBytes), whichever
+// comes first, and never below 2 × MaxInFlight records; set, MaxPending
+// is what it was set to, however many partitions and whatever the
+// records' size.
 func TestMaxPendingSharesTheBudget(t *testing.T) {
+	held := func(size int) int { return size + entryBytes }
 	cases := []struct {
 		name       string
 		maxPending int
 		inFlight   int
 		partitions int
-		size       int // bytes of key and value of every record fetched
-		want       int
+		size       int // bytes of key and value of every record held
+		want       int // records held when the partition pauses
 	}{
 		{"default, 1 partition", 0, 0, 1, 100, pendingBudget},
 		{"default, 4 partitions", 0, 0, 4, 100, pendingBudget / 4},
 		{"default, 16 partitions: the floor", 0, 0, 16, 100, 4096},
 		{"default, 1000 partitions: the floor", 0, 0, 1000, 100, 4096},
 		{"default, 32 × MaxInFlight above the share", 0, 1000, 4, 100, 32 * 1000},
-		{"default, 1 KiB records on 4 partitions: 64 MiB", 0, 0, 4, 1024, pendingBytes / (1024 + entryBytes) / 4},
-		{"default, 10 KiB records on 1 partition: 64 MiB", 0, 0, 1, 10240, pendingBytes / (10240 + entryBytes)},
-		{"default, 100 KiB records: the floor", 0, 0, 1, 102400, 4096},
+		{"default, 1 KiB records on 4 partitions: 64 MiB", 0, 0, 4, 1024, (pendingBytes/4 + held(1024) - 1) / held(1024)},
+		{"default, 10 KiB records on 1 partition: 64 MiB", 0, 0, 1, 10240, (pendingBytes + held(10240) - 1) / held(10240)},
+		{"default, 100 KiB records on 1 partition: 64 MiB", 0, 0, 1, 102400, (pendingBytes + held(102400) - 1) / held(102400)},
+		{"default, 100 KiB records on 1000 partitions: 16 MiB each", 0, 0, 1000, 102400, (floorBytes + held(102400) - 1) / held(102400)},
+		{"default, 1 MiB records: 2 × MaxInFlight", 0, 0, 4, 1 << 20, 2 * flow.DefaultMaxInFlight},
 		{"set", 200, 0, 4, 100, 200},
 		{"set above the budgets", 100000, 0, 1, 102400, 100000},
 	}
@@ -42,13 +48,44 @@ func TestMaxPendingSharesTheBudget(t *testing.T) {
 				ps[i] = int32(i)
 			}
 			g.c.assign(map[string][]int32{g.c.plan.Source: ps})
-			for range 1000 {
-				g.c.recordBytes.observe(tc.size)
+			got := sort.Search(1<<20, func(n int) bool { return g.c.full(n, n*held(tc.size), false) })
+			if got != tc.want {
+				t.Fatalf("with %d partitions of %d-byte records, pauses at %d records, want %d", len(g.c.shards), tc.size, got, tc.want)
 			}
-			if got := g.c.maxPending(); got != tc.want {
-				t.Fatalf("maxPending with %d partitions = %d, want %d", len(g.c.shards), got, tc.want)
+			if resume := sort.Search(1<<20, func(n int) bool { return g.c.full(n, n*held(tc.size), true) }); resume > (tc.want+1)/2 || resume < tc.want/2-1 {
+				t.Errorf("a paused partition resumes below %d records, want half of %d", resume, tc.want)
 			}
 		})
+	}
+}
+
+// TestBytesAreEachPartitionsOwn: a partition of large records pauses at
+// its own bytes, whatever the other partitions hold. With one mean record
+// size for the instance (before), a busy partition of tiny records let a
+// stuck partition of 20 KiB records hold 32,768 of them (640 MiB), far past
+// the 4,096-record floor (found by a breaker run, 7 December).
+func TestBytesAreEachPartitionsOwn(t *testing.T) {
+	g := newRig(t, flow.OrderingNone, nil)
+	g.c.assign(map[string][]int32{g.c.plan.Source: {0, 1}})
+	big := make([]byte, 20<<10)
+	offsets := map[int32]int64{}
+	read := func(p int32, key, value []byte) {
+		g.c.ingest([]*kgo.Record{{Topic: g.c.plan.Source, Partition: p, Offset: offsets[p], Key: key, Value: value}})
+		offsets[p]++
+	}
+	src := func(p int32) *queue { return g.c.shards[p].src }
+	for i := 0; i < 40000 && !src(1).paused; i++ {
+		read(1, []byte(fmt.Sprint("b", i)), big)
+		for j := range 50 { // tiny records, most of what the instance fetches
+			read(0, []byte{'k'}, []byte{byte(j)})
+		}
+		g.c.updatePauses(g.c.shards[1], time.Now())
+	}
+	if n, want := len(src(1).entries), pendingBytes/2/(len(big)+entryBytes)+1; !src(1).paused || n > want {
+		t.Errorf("the partition of 20 KiB records holds %d of them (%d MiB), paused %v; want it paused at its 32 MiB, %d", n, src(1).bytes>>20, src(1).paused, want)
+	}
+	if n, want := src(1).bytes, len(src(1).entries)*(len(big)+len("b1000")+entryBytes); n < want*99/100 || n > want*101/100 {
+		t.Errorf("queue bytes %d, want about %d", n, want)
 	}
 }
 
@@ -74,5 +111,35 @@ func TestSourcePausesAtItsShare(t *testing.T) {
 				t.Fatalf("holding 5,000 records the source paused: %v, want %v (pauses %v)", got, tc.paused, pause)
 			}
 		})
+	}
+}
+
+// TestFullOfLargeRecordsCommitsAtHalf: a partition paused full of 100 KiB
+// records holds a few hundred of them, far below the MaxPending/2 settled
+// records that make a transaction due; it is due once half of what it
+// holds settled, so it resumes without waiting out CommitInterval.
+func TestFullOfLargeRecordsCommitsAtHalf(t *testing.T) {
+	g := newRig(t, flow.OrderingNone, nil)
+	value := make([]byte, 100<<10)
+	for i := range 1000 {
+		g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte(fmt.Sprint("k", i)), Value: value})
+	}
+	sh := g.c.shards[0]
+	g.c.updatePauses(sh, time.Now())
+	q := sh.src
+	if !q.paused {
+		t.Fatalf("holding %d records of 100 KiB (%d MiB) the source is not paused", len(q.entries), q.bytes>>20)
+	}
+	g.c.commitSoon, q.fresh = false, 0
+	half := (len(q.entries) + 1) / 2
+	for _, en := range q.entries[:half-1] {
+		g.c.settle(en)
+	}
+	if g.c.commitSoon {
+		t.Fatalf("a transaction is due after %d of %d records settled, want at half", half-1, len(q.entries))
+	}
+	g.c.settle(q.entries[half-1])
+	if !g.c.commitSoon {
+		t.Errorf("no transaction due after half (%d) of the %d records held settled", half, len(q.entries))
 	}
 }

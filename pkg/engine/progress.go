@@ -113,6 +113,7 @@ func (c *core) takeDone(q *queue, take func(*entry)) (commitPoint, bool) {
 	kept := q.entries[:0]
 	for i, en := range q.entries {
 		if ch.Take[i] {
+			q.bytes -= heldBytes(en) // before take releases its key and value
 			take(en)
 			continue
 		}

@@ -61,6 +61,7 @@ func (c *core) newEntry(q *queue, r *kgo.Record, o *retrytopics.Origin) *entry {
 		}
 	}
 	q.entries = append(q.entries, en)
+	q.bytes += heldBytes(en)
 	return en
 }
 

@@ -156,7 +156,7 @@ func (c *core) finishRestore(sh *shard, barrier *entry) {
 		c.log.Info("partition restored from the parking topic", "partition", sh.p, "blocked_keys", blocked, "parked_records", parked)
 	}
 	backlog := sh.backlog
-	sh.backlog = nil
+	sh.backlog, sh.backlogBytes = nil, 0
 	for _, r := range backlog {
 		c.accept(sh, sh.queues[r.Topic], r)
 	}

@@ -37,6 +37,7 @@ type shard struct {
 	nonce          string
 	barrierPending bool
 	backlog        []*kgo.Record
+	backlogBytes   int // keys, values and entryBytes each (pauses.go)
 }
 
 // queue is one consumed topic-partition: the records fetched and not yet
@@ -45,6 +46,9 @@ type queue struct {
 	topic   string
 	stage   int // 0 source, i tier i, parkStage
 	entries []*entry
+	// bytes is what entries hold: keys, values and entryBytes each
+	// (heldBytes; pauses.go).
+	bytes int
 	// fresh counts the entries settled since the last transaction (see
 	// settle).
 	fresh int
@@ -231,7 +235,6 @@ func (c *core) ingest(recs []*kgo.Record) {
 			continue // fetched again after a rewind: already taken
 		}
 		q.seen = r.Offset + 1
-		c.recordBytes.observe(len(r.Key) + len(r.Value))
 		if !q.hasCommit {
 			q.commit.EpochOffset, q.hasCommit = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}, true
 			q.end = r.Offset // nothing before it is left to read
@@ -239,6 +242,7 @@ func (c *core) ingest(recs []*kgo.Record) {
 		touched[sh] = true
 		if sh.restoring && stage != parkStage {
 			sh.backlog = append(sh.backlog, r)
+			sh.backlogBytes += len(r.Key) + len(r.Value) + entryBytes
 			continue
 		}
 		c.accept(sh, q, r)
