@@ -79,7 +79,7 @@ func deepOwn(deep []*result, wl, pn string) (*result, *result) {
 
 // reportDeep prints each deep run: its backlog, its healthy neighbours,
 // its ratios against their mean and its transactions.
-func reportDeep(out io.Writer, deep []*result, ratio func(a, b float64) string) {
+func reportDeep(out io.Writer, deep []*result) {
 	var lines []string
 	for _, r := range deep {
 		if !r.bracketed {

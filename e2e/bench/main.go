@@ -37,6 +37,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -86,97 +87,139 @@ type config struct {
 }
 
 func main() {
-	var (
-		records    = flag.Int("records", 20000, "backlog records per run (throughput and CPU)")
-		paced      = flag.Int("paced", 0, "records produced at -rate per run (latency); default records/4")
-		rate       = flag.Float64("rate", 2000, "records/s of the paced phase")
-		quick      = flag.Bool("quick", false, "3000 backlog records per run (and so 750 paced): about a minute per broker")
-		brokers    = flag.String("broker", "both", "where the tables run: embedded (kfake), kafka (Apache Kafka 4.1.1 via Maven; needs java and mvn), or both (one table each)")
-		scale      = flag.Bool("scale", false, "run the scale scenario instead of the table (scale.go: 1,000 partitions, 100,000 blocked keys)")
-		scaleKeys  = flag.Int("scale-keys", 100000, "-scale: blocked keys")
-		scaleParts = flag.Int("scale-partitions", 1000, "-scale: source partitions of the large case")
-		scaleRecs  = flag.Int("scale-records", 100000, "-scale: healthy records of each case's flow phase")
-		scaleCases = flag.String("scale-cases", "", "-scale: run only these cases, PARTITIONSxKEYS comma-separated (e.g. 1000x0,1000x100000; default all four)")
-		scaleLimit = flag.Duration("scale-limit", 3*time.Minute, "-scale: time limit of each phase (a phase stopped by it reports what it did)")
-		inproc     = flag.Bool("inproc-broker", false, "run the broker in this process (its CPU then counts in the peers' CPU)")
-		peerList   = flag.String("peers", "", "comma-separated peers to run (default all)")
-		wlList     = flag.String("workloads", "", "comma-separated workloads to run (default all)")
-		noMem      = flag.Bool("no-memory", false, "skip the memory micro-measure")
-		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file")
-		verbose    = flag.Bool("v", false, "log the peers' warnings (BENCH_LOG=info: kretry's info lines too, such as a transaction aborted by a rebalance)")
-		maxPending = flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, a partition pauses at 4096 or 32 × MaxInFlight records and past that at its share of 65,536 records or of 64 MiB held)")
-		commitIvl  = flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)")
-		newTopics  = flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)")
-		inFlight   = flag.Int("max-in-flight", flow.DefaultMaxInFlight, "MaxInFlight of the kretry peers and of every loop that bounds its deliveries the same way (default: kretry's, app.max_in_flight)")
-		fetchWait  = flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)")
-		adjacent   = flag.Bool("adjacent-baselines", false, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)")
-		deep       = flag.Int("deep-records", 100000, "backlog of the deep runs: kretry's and kretry-http's slow-key and 1%-keys runs again after the table, between healthy runs on as many records, for the rec/s targets that divide by the own healthy run (deep.go; 0: none)")
-		serve      = flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes")
-		parts      = flag.Int("partitions", partitions, "internal: partitions of the served broker")
-	)
+	f := defineFlags()
 	flag.Parse()
-	if *serve {
-		if err := serveBroker(*parts); err != nil {
+	if *f.serve {
+		if err := serveBroker(*f.parts); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		return
 	}
-	if *quick {
-		*records = 3000
-	}
-	kinds, err := siteKinds(*brokers)
+	cfg, kinds, err := f.config()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if *paced <= 0 {
-		*paced = *records / 4
-	}
-	if *inFlight < 1 {
-		fmt.Fprintf(os.Stderr, "bench: -max-in-flight %d: want at least 1\n", *inFlight)
-		os.Exit(2)
-	}
-	lvl := slog.LevelError
-	if *verbose {
-		lvl = slog.LevelWarn
-		if os.Getenv("BENCH_LOG") == "info" {
-			lvl = slog.LevelInfo
-		}
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+	if *f.cpuprofile != "" {
+		pf, err := os.Create(*f.cpuprofile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		_ = pprof.StartCPUProfile(f)
+		_ = pprof.StartCPUProfile(pf)
 		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := &config{
-		records: *records, paced: *paced, rate: *rate, inproc: *inproc, verbose: *verbose, newTopics: *newTopics,
-		maxInFlight: *inFlight,
-		tiers:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
-		fetchWait:   *fetchWait,
-		log:         log,
-		maxPending:  *maxPending,
-		commitIvl:   *commitIvl,
-		adjacent:    *adjacent,
-		deep:        *deep,
-	}
-	if *scale {
-		err = runScale(ctx, cfg, kinds, *scaleParts, *scaleKeys, *scaleRecs, *scaleLimit, *scaleCases)
+	if *f.scale {
+		err = runScale(ctx, cfg, kinds, *f.scaleParts, *f.scaleKeys, *f.scaleRecs, *f.scaleLimit, *f.scaleCases)
 	} else {
-		err = run(ctx, cfg, kinds, split(*peerList), split(*wlList), !*noMem)
+		err = run(ctx, cfg, kinds, split(*f.peerList), split(*f.wlList), !*f.noMem)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+// cli holds the command line's flags (defineFlags).
+type cli struct {
+	records    *int
+	paced      *int
+	rate       *float64
+	quick      *bool
+	brokers    *string
+	scale      *bool
+	scaleKeys  *int
+	scaleParts *int
+	scaleRecs  *int
+	scaleCases *string
+	scaleLimit *time.Duration
+	inproc     *bool
+	peerList   *string
+	wlList     *string
+	noMem      *bool
+	cpuprofile *string
+	verbose    *bool
+	maxPending *int
+	commitIvl  *time.Duration
+	newTopics  *bool
+	inFlight   *int
+	fetchWait  *time.Duration
+	adjacent   *bool
+	deep       *int
+	serve      *bool
+	parts      *int
+}
+
+// defineFlags defines the command line's flags.
+func defineFlags() *cli {
+	return &cli{
+		records:    flag.Int("records", 20000, "backlog records per run (throughput and CPU)"),
+		paced:      flag.Int("paced", 0, "records produced at -rate per run (latency); default records/4"),
+		rate:       flag.Float64("rate", 2000, "records/s of the paced phase"),
+		quick:      flag.Bool("quick", false, "3000 backlog records per run (and so 750 paced): about a minute per broker"),
+		brokers:    flag.String("broker", "both", "where the tables run: embedded (kfake), kafka (Apache Kafka 4.1.1 via Maven; needs java and mvn), or both (one table each)"),
+		scale:      flag.Bool("scale", false, "run the scale scenario instead of the table (scale.go: 1,000 partitions, 100,000 blocked keys)"),
+		scaleKeys:  flag.Int("scale-keys", 100000, "-scale: blocked keys"),
+		scaleParts: flag.Int("scale-partitions", 1000, "-scale: source partitions of the large case"),
+		scaleRecs:  flag.Int("scale-records", 100000, "-scale: healthy records of each case's flow phase"),
+		scaleCases: flag.String("scale-cases", "", "-scale: run only these cases, PARTITIONSxKEYS comma-separated (e.g. 1000x0,1000x100000; default all four)"),
+		scaleLimit: flag.Duration("scale-limit", 3*time.Minute, "-scale: time limit of each phase (a phase stopped by it reports what it did)"),
+		inproc:     flag.Bool("inproc-broker", false, "run the broker in this process (its CPU then counts in the peers' CPU)"),
+		peerList:   flag.String("peers", "", "comma-separated peers to run (default all)"),
+		wlList:     flag.String("workloads", "", "comma-separated workloads to run (default all)"),
+		noMem:      flag.Bool("no-memory", false, "skip the memory micro-measure"),
+		cpuprofile: flag.String("cpuprofile", "", "write a CPU profile of the whole command to this file"),
+		verbose:    flag.Bool("v", false, "log the peers' warnings (BENCH_LOG=info: kretry's info lines too, such as a transaction aborted by a rebalance)"),
+		maxPending: flag.Int("kretry-max-pending", 0, "engine.Options.MaxPending for the kretry peers (0: the default, a partition pauses at 4096 or 32 × MaxInFlight records and past that at its share of 65,536 records or of 64 MiB held)"),
+		commitIvl:  flag.Duration("kretry-commit-interval", 0, "engine.Options.CommitInterval for the kretry peers (0: the default, 100ms)"),
+		newTopics:  flag.Bool("kretry-new-topics", false, "let the kretry peers create their tier, parking and DLQ topics at start, as on a deployment's first start (default: the bench creates them first)"),
+		inFlight:   flag.Int("max-in-flight", flow.DefaultMaxInFlight, "MaxInFlight of the kretry peers and of every loop that bounds its deliveries the same way (default: kretry's, app.max_in_flight)"),
+		fetchWait:  flag.Duration("fetch-wait", flow.DefaultFetchMaxWait, "fetch max wait of every peer (kretry's default, kafka.fetch_max_wait)"),
+		adjacent:   flag.Bool("adjacent-baselines", false, "run kretry's and kretry-http's failures and slow-key runs at the end of each table between extra healthy runs (3 per peer) and divide their ×own healthy figures by those runs' mean instead of the table's healthy row (needs the healthy workload)"),
+		deep:       flag.Int("deep-records", 100000, "backlog of the deep runs: kretry's and kretry-http's slow-key and 1%-keys runs again after the table, between healthy runs on as many records, for the rec/s targets that divide by the own healthy run (deep.go; 0: none)"),
+		serve:      flag.Bool("serve-broker", false, "internal: serve the embedded broker until stdin closes"),
+		parts:      flag.Int("partitions", partitions, "internal: partitions of the served broker"),
+	}
+}
+
+// config checks the flags and turns them into the run's config and the
+// broker kinds its tables run on.
+func (f *cli) config() (*config, []string, error) {
+	if *f.quick {
+		*f.records = 3000
+	}
+	kinds, err := siteKinds(*f.brokers)
+	if err != nil {
+		return nil, nil, err
+	}
+	if *f.paced <= 0 {
+		*f.paced = *f.records / 4
+	}
+	if *f.inFlight < 1 {
+		return nil, nil, fmt.Errorf("-max-in-flight %d: want at least 1", *f.inFlight)
+	}
+	lvl := slog.LevelError
+	if *f.verbose {
+		lvl = slog.LevelWarn
+		if os.Getenv("BENCH_LOG") == "info" {
+			lvl = slog.LevelInfo
+		}
+	}
+	return &config{
+		records: *f.records, paced: *f.paced, rate: *f.rate, inproc: *f.inproc, verbose: *f.verbose, newTopics: *f.newTopics,
+		maxInFlight: *f.inFlight,
+		tiers:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
+		fetchWait:   *f.fetchWait,
+		log:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+		maxPending:  *f.maxPending,
+		commitIvl:   *f.commitIvl,
+		adjacent:    *f.adjacent,
+		deep:        *f.deep,
+	}, kinds, nil
 }
 
 // siteKinds reads -broker.
@@ -229,22 +272,8 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 	defer s.close()
 	t0 := time.Now()
 	fmt.Printf("\n#### broker: %s\n\n    %s\n    load before: %s\n\n", kind, s.describe(), loadAvg())
-	var ws []*workload
-	for _, w := range workloads {
-		if len(onlyWorkloads) == 0 || slices.Contains(onlyWorkloads, w.name) {
-			ws = append(ws, w)
-		}
-	}
-	var ps []*peer
-	for _, pr := range peers {
-		if len(onlyPeers) == 0 || slices.Contains(onlyPeers, pr.name) {
-			ps = append(ps, pr)
-		}
-	}
-	type planKey struct {
-		w    *workload
-		deep bool
-	}
+	ws := chosen(workloads, onlyWorkloads, func(w *workload) string { return w.name })
+	ps := chosen(peers, onlyPeers, func(p *peer) string { return p.name })
 	plans := map[planKey]*plan{}
 	var results []*result
 	for _, st := range schedule(ws, ps, cfg.adjacent, cfg.deep > 0) {
@@ -254,51 +283,82 @@ func runTable(ctx context.Context, cfg *config, kind string, onlyPeers, onlyWork
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		pk := planKey{st.w, st.deep}
-		if plans[pk] == nil {
-			backlog := cfg.records
-			if st.deep {
-				backlog = cfg.deep
-			}
-			plans[pk] = newPlan(st.w, backlog, cfg.paced)
-		}
-		label := st.w.name
-		if st.adjacentHealthy {
-			label = "healthy*"
-		}
-		if st.deep {
-			label += "+"
-		}
-		fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, label, st.p.name)
-		t := time.Now()
-		r, err := runOne(ctx, cfg, s, st.w, plans[pk], st.p)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "error: %v\n", err)
-			r = &result{w: st.w, p: st.p, err: err}
-		} else {
-			fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
-		}
-		r.bracketed, r.adjacentHealthy, r.deep, r.backlog = st.bracketed, st.adjacentHealthy, st.deep, plans[pk].backlog
-		results = append(results, r)
+		results = append(results, runStep(ctx, cfg, s, kind, st, plans))
 	}
 	linkBaselines(results)
 	var m *memResult
 	if mem && (len(onlyPeers) == 0 || slices.Contains(onlyPeers, "kretry")) {
-		keys, perKey := 2000, 5
-		if cfg.records < 20000 {
-			keys, perKey = 500, 4
-		}
-		fmt.Fprintf(os.Stderr, "%-8s memory: %d blocked keys × %d parked records … ", kind, keys, perKey)
-		m, err = measureMemory(ctx, s, keys, perKey, cfg.log)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "error: %v\n", err)
-		} else {
-			fmt.Fprintln(os.Stderr, "done")
-		}
+		m = tableMemory(ctx, cfg, s, kind)
 	}
 	report(os.Stdout, cfg, s, results, m)
 	fmt.Printf("\n    load after: %s; table took %.0fs\n", loadAvg(), time.Since(t0).Seconds())
 	return nil
+}
+
+// chosen is those of all whose names are in only, or all when only is
+// empty, in all's order.
+func chosen[T any](all []T, only []string, name func(T) string) []T {
+	var out []T
+	for _, x := range all {
+		if len(only) == 0 || slices.Contains(only, name(x)) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// planKey names a plan: one per workload and backlog depth.
+type planKey struct {
+	w    *workload
+	deep bool
+}
+
+// runStep runs one step of the table's schedule, on the plan of its
+// workload and depth (made the first time), and logs it to stderr.
+func runStep(ctx context.Context, cfg *config, s *site, kind string, st step, plans map[planKey]*plan) *result {
+	pk := planKey{st.w, st.deep}
+	if plans[pk] == nil {
+		backlog := cfg.records
+		if st.deep {
+			backlog = cfg.deep
+		}
+		plans[pk] = newPlan(st.w, backlog, cfg.paced)
+	}
+	label := st.w.name
+	if st.adjacentHealthy {
+		label = "healthy*"
+	}
+	if st.deep {
+		label += "+"
+	}
+	fmt.Fprintf(os.Stderr, "%-8s %-9s %-12s … ", kind, label, st.p.name)
+	t := time.Now()
+	r, err := runOne(ctx, cfg, s, st.w, plans[pk], st.p)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		r = &result{w: st.w, p: st.p, err: err}
+	} else {
+		fmt.Fprintf(os.Stderr, "%.0f rec/s, p99 %s, join %s (%.1fs) %s\n", r.recPerSec, ms(r.p99), ms(r.joinDelay), time.Since(t).Seconds(), r.txns)
+	}
+	r.bracketed, r.adjacentHealthy, r.deep, r.backlog = st.bracketed, st.adjacentHealthy, st.deep, plans[pk].backlog
+	return r
+}
+
+// tableMemory measures memory per blocked key and parked record (memory.go)
+// on the table's broker; nil when it failed (the error is logged).
+func tableMemory(ctx context.Context, cfg *config, s *site, kind string) *memResult {
+	keys, perKey := 2000, 5
+	if cfg.records < 20000 {
+		keys, perKey = 500, 4
+	}
+	fmt.Fprintf(os.Stderr, "%-8s memory: %d blocked keys × %d parked records … ", kind, keys, perKey)
+	m, err := measureMemory(ctx, s, keys, perKey, cfg.log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "done")
+	return m
 }
 
 // loadAvg is the machine's load average, as uptime prints it (the
@@ -358,17 +418,12 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	if err != nil {
 		return nil, err
 	}
-	a := newApp(p, cfg.tiers[0])
-	e := &env{addrs: b.addrs, topic: topic, partitions: partitions, group: topic + "-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
-		tiers: cfg.tiers, fetchWait: cfg.fetchWait, log: cfg.log, verbose: cfg.verbose, maxPending: cfg.maxPending, commitIvl: cfg.commitIvl, obs: &txnObserver{}}
-	if pr.name == "kretry-http" || pr.name == "bare-post" {
-		url, stopApp, err := startApp(a)
-		if err != nil {
-			return nil, err
-		}
-		defer stopApp()
-		e.appURL = url
+	e, stopApp, err := newRunEnv(cfg, b.addrs, topic, p, pr)
+	if err != nil {
+		return nil, err
 	}
+	defer stopApp()
+	a := e.a
 	prod, err := newProducer(b.addrs, topic, p, a)
 	if err != nil {
 		return nil, err
@@ -389,12 +444,8 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	if err != nil {
 		return nil, err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stopPeer()
-		}
-	}()
+	stopPeer = sync.OnceFunc(stopPeer)
+	defer stopPeer()
 	r := &result{w: w, p: pr}
 	r.drainComplete = drain.wait(120 * time.Second)
 
@@ -404,21 +455,50 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 		return nil, err
 	}
 	stopPeer()
-	stopped = true
 
-	// The drain window opens when the broker first sees a fetch of the
-	// source (after the group join and kretry's parking restore) and
-	// closes when the last record settles.
-	start := anchor
-	if start == 0 || (drain.start.Load() != 0 && drain.start.Load() < start) {
-		start = drain.start.Load()
-	}
+	start := drainStart(anchor, drain)
 	r.joinDelay = time.Duration(start - peerStart.UnixNano())
-	if at, first := e.assigned.Load(), drain.start.Load(); at != 0 && first != 0 {
-		r.assignedToFirst = time.Duration(first - at)
-	}
 	if start != 0 {
 		r.drainFigures(drain, cpu, start, pr.jvm)
+	}
+	r.envFigures(e, p, drain, paced)
+	return r, nil
+}
+
+// drainStart is when the drain window opens, in Unix ns: when the broker
+// first saw a fetch of the source (anchor: after the group join and
+// kretry's parking restore), or the drain's first delivery if earlier. The
+// window closes when the last record settles. 0 when neither was seen.
+func drainStart(anchor int64, drain *phase) int64 {
+	if first := drain.start.Load(); anchor == 0 || (first != 0 && first < anchor) {
+		return first
+	}
+	return anchor
+}
+
+// newRunEnv is what a run's peer is given (env): the stand-in app, and its
+// HTTP server for the peers that POST (stopped by the returned func).
+func newRunEnv(cfg *config, addrs []string, topic string, p *plan, pr *peer) (*env, func(), error) {
+	a := newApp(p, cfg.tiers[0])
+	e := &env{addrs: addrs, topic: topic, partitions: partitions, group: topic + "-" + pr.name, a: a, maxInFlight: cfg.maxInFlight,
+		tiers: cfg.tiers, fetchWait: cfg.fetchWait, log: cfg.log, verbose: cfg.verbose, maxPending: cfg.maxPending, commitIvl: cfg.commitIvl, obs: &txnObserver{}}
+	if pr.name != "kretry-http" && pr.name != "bare-post" {
+		return e, func() {}, nil
+	}
+	url, stopApp, err := startApp(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.appURL = url
+	return e, stopApp, nil
+}
+
+// envFigures are the run's figures that its app and peer counted: paced
+// latency, retry lateness, losses, kretry's transactions and the JVM's.
+func (r *result) envFigures(e *env, p *plan, drain, paced *phase) {
+	a := e.a
+	if at, first := e.assigned.Load(), drain.start.Load(); at != 0 && first != 0 {
+		r.assignedToFirst = time.Duration(first - at)
 	}
 	r.pacedFigures(a, p, paced)
 	r.lateN = len(paced.lateness) + len(drain.lateness)
@@ -427,7 +507,6 @@ func runOne(ctx context.Context, cfg *config, s *site, w *workload, p *plan, pr 
 	r.txns = e.obs.summary()
 	r.peerRSS = e.peerRSS.Load()
 	r.peerJIT = time.Duration(e.peerJIT.Load())
-	return r, nil
 }
 
 // runTopics creates a run's source topic, the blocking peers' DLQ and

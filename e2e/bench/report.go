@@ -11,70 +11,94 @@ import (
 // report prints the table, the ratios and the targets.
 func report(out io.Writer, cfg *config, s *site, all []*result, m *memResult) {
 	rs := tableRows(all)
-	find := func(wl, peer string) *result {
+	find := finder(func(wl, peer string) *result {
 		for _, r := range rs {
 			if r.w.name == wl && r.p.name == peer && r.err == nil {
 				return r
 			}
 		}
 		return nil
-	}
-	ratio := func(a, b float64) string {
-		if a == 0 || b == 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.2f×", a/b)
-	}
+	})
 	rows := [][]string{{"workload", "peer", "rec/s", "×baseline", "healthy-key rec/s", "×own healthy run",
 		"p50", "p99", "p99 ×own healthy", "retry late p99 paced", "retry late p99 drain", "CPU s/100k", "broker CPU s/100k", "notes"}}
+	brokerInCPU := cfg.inproc && s.kind == siteEmbedded
 	for _, r := range rs {
-		if r.err != nil {
-			rows = append(rows, []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + short(r.err)})
-			continue
-		}
-		xb, xo, xp := "–", "–", "–"
-		if base := find(r.w.name, r.p.baseline); base != nil {
-			xb = ratio(r.recPerSec, base.recPerSec)
-		}
-		if own := ownHealthy(r, find); own != nil && r.w.name != "healthy" {
-			xo = ratio(r.healthyPerSec, own.recPerSec)
-			xp = ratio(float64(r.p99), float64(own.p99))
-		}
-		late, drain := "–", "–"
-		if r.lateN > 0 {
-			late, drain = ms(r.lateP99Paced), ms(r.lateP99Drain)
-		}
-		brk := fmt.Sprintf("%.2f", r.brokerPer100)
-		if cfg.inproc && s.kind == siteEmbedded {
-			brk = "(in CPU)"
-		}
-		var notes []string
-		if !r.drainComplete {
-			notes = append(notes, "backlog not drained in 120s")
-		}
-		if !r.pacedComplete {
-			notes = append(notes, "paced phase incomplete: p99 is a lower bound")
-		}
-		if r.dropped > 0 {
-			notes = append(notes, fmt.Sprintf("dropped %d failed records", r.dropped))
-		}
-		if r.dupes > 0 {
-			notes = append(notes, fmt.Sprintf("%d repeated acks", r.dupes))
-		}
-		if r.peerRSS > 0 {
-			notes = append(notes, fmt.Sprintf("JVM peak RSS %.0f MiB", float64(r.peerRSS)/(1<<20)))
-		}
-		if len(r.adjacent) > 0 {
-			notes = append(notes, fmt.Sprintf("×own healthy: mean of %d adjacent healthy runs", len(r.adjacent)))
-		}
-		if r.peerJIT > 0 {
-			notes = append(notes, fmt.Sprintf("JIT %.1fs CPU over the JVM's life", r.peerJIT.Seconds()))
-		}
-		rows = append(rows, []string{r.w.name, r.p.name, fmt.Sprintf("%.0f", r.recPerSec), xb, fmt.Sprintf("%.0f", r.healthyPerSec), xo,
-			ms(r.p50), ms(r.p99), xp, late, drain, fmt.Sprintf("%.2f", r.cpuPer100k), brk, strings.Join(notes, "; ")})
+		rows = append(rows, tableRow(r, find, brokerInCPU))
 	}
 	markdown(out, rows)
+	reportTxns(out, rs)
+	deep := deepRuns(all)
+	reportAdjacent(out, rs, find)
+	reportDeep(out, deep)
+	reportRatios(out, find)
+	reportTargets(out, find, deep, m)
+	reportMemory(out, m)
+}
 
+// ratio is a/b as the table prints it, or "–" when either is 0.
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// tableRow is r's row of the table (brokerInCPU: the broker's CPU counts
+// in the peers' CPU, -inproc-broker on kfake).
+func tableRow(r *result, find finder, brokerInCPU bool) []string {
+	if r.err != nil {
+		return []string{r.w.name, r.p.name, "", "", "", "", "", "", "", "", "", "", "", "error: " + short(r.err)}
+	}
+	xb, xo, xp := "–", "–", "–"
+	if base := find(r.w.name, r.p.baseline); base != nil {
+		xb = ratio(r.recPerSec, base.recPerSec)
+	}
+	if own := ownHealthy(r, find); own != nil && r.w.name != "healthy" {
+		xo = ratio(r.healthyPerSec, own.recPerSec)
+		xp = ratio(float64(r.p99), float64(own.p99))
+	}
+	late, drain := "–", "–"
+	if r.lateN > 0 {
+		late, drain = ms(r.lateP99Paced), ms(r.lateP99Drain)
+	}
+	brk := fmt.Sprintf("%.2f", r.brokerPer100)
+	if brokerInCPU {
+		brk = "(in CPU)"
+	}
+	return []string{r.w.name, r.p.name, fmt.Sprintf("%.0f", r.recPerSec), xb, fmt.Sprintf("%.0f", r.healthyPerSec), xo,
+		ms(r.p50), ms(r.p99), xp, late, drain, fmt.Sprintf("%.2f", r.cpuPer100k), brk, notes(r)}
+}
+
+// notes is the notes cell of r's row: what makes its figures partial, and
+// what the JVM peers cost beyond them.
+func notes(r *result) string {
+	var ns []string
+	if !r.drainComplete {
+		ns = append(ns, "backlog not drained in 120s")
+	}
+	if !r.pacedComplete {
+		ns = append(ns, "paced phase incomplete: p99 is a lower bound")
+	}
+	if r.dropped > 0 {
+		ns = append(ns, fmt.Sprintf("dropped %d failed records", r.dropped))
+	}
+	if r.dupes > 0 {
+		ns = append(ns, fmt.Sprintf("%d repeated acks", r.dupes))
+	}
+	if r.peerRSS > 0 {
+		ns = append(ns, fmt.Sprintf("JVM peak RSS %.0f MiB", float64(r.peerRSS)/(1<<20)))
+	}
+	if len(r.adjacent) > 0 {
+		ns = append(ns, fmt.Sprintf("×own healthy: mean of %d adjacent healthy runs", len(r.adjacent)))
+	}
+	if r.peerJIT > 0 {
+		ns = append(ns, fmt.Sprintf("JIT %.1fs CPU over the JVM's life", r.peerJIT.Seconds()))
+	}
+	return strings.Join(ns, "; ")
+}
+
+// reportTxns prints the kretry peers' transaction summaries.
+func reportTxns(out io.Writer, rs []*result) {
 	var kr []string
 	for _, r := range rs {
 		if r.txns != "" {
@@ -87,18 +111,17 @@ func report(out io.Writer, cfg *config, s *site, all []*result, m *memResult) {
 			fmt.Fprintln(out, l)
 		}
 	}
+}
 
-	deep := deepRuns(all)
-	reportAdjacent(out, rs, find, ratio)
-	reportDeep(out, deep, ratio)
-	reportRatios(out, find, ratio)
-	reportTargets(out, find, deep, m)
-	if m != nil {
-		fmt.Fprintf(out, "\n    memory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
-			m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
-		fmt.Fprintf(out, "      per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
-		fmt.Fprintf(out, "      per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
+// reportMemory prints the memory micro-measure, when it ran.
+func reportMemory(out io.Writer, m *memResult) {
+	if m == nil {
+		return
 	}
+	fmt.Fprintf(out, "\n    memory (kretry, ordering key; live heap after GC, broker not counted): %d keys blocked, %d records parked (%d per key; key %d bytes, value %d bytes)\n",
+		m.blockedKeys, m.parked, m.perKey, m.keyBytes, m.valueBytes)
+	fmt.Fprintf(out, "      per blocked key    %6.0f bytes   (heap %d → %d)\n", m.perBlockedKey, m.heap0, m.heap1)
+	fmt.Fprintf(out, "      per parked record  %6.0f bytes   (heap %d → %d)\n", m.perParkedRecord, m.heap1, m.heap2)
 }
 
 // short is the first line of err, at most 160 characters, for a table
@@ -120,7 +143,7 @@ var (
 	cpu  = func(r *result) float64 { return r.cpuPer100k }
 )
 
-func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
+func reportRatios(out io.Writer, find finder) {
 	fmt.Fprintln(out, "\n    ratios:")
 	line := func(what string, a, b *result, f func(*result) float64) {
 		if a == nil || b == nil {
@@ -167,12 +190,6 @@ func reportRatios(out io.Writer, find finder, ratio func(a, b float64) string) {
 // MISS.
 func reportTargets(out io.Writer, find finder, deep []*result, m *memResult) {
 	fmt.Fprintln(out, "\n    targets (issue 10; issue 3 for 1%-keys):")
-	verdict := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "MISS"
-	}
 	target := func(what string, a, b *result, f, g func(*result) float64, ok func(float64) bool, want string) {
 		if a == nil || b == nil || g(b) == 0 {
 			fmt.Fprintf(out, "      n/a   %s (not run)\n", what)
@@ -210,32 +227,8 @@ func reportTargets(out io.Writer, find finder, deep []*result, m *memResult) {
 	target("slow key: kretry other keys' rec/s ≥ 0.95× no-slow-key run"+on, a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
 	a, b, on = rate("slow-key", "kretry-http")
 	target("slow key: kretry HTTP other keys' rec/s ≥ 0.95× no-slow-key run"+on, a, b, hthr, thr, atLeast(0.95), "≥ 0.95×")
-	for _, wl := range []string{"failures", "1%-keys"} {
-		for _, pn := range []string{"kretry", "kretry-http"} {
-			r := find(wl, pn)
-			if r == nil || r.lateN == 0 {
-				continue
-			}
-			for _, c := range []struct {
-				phase string
-				d     time.Duration
-			}{{"paced", r.lateP99Paced}, {"backlog drain", r.lateP99Drain}} {
-				fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
-					fmt.Sprintf("%s: %s retry lateness p99 ≤ 100ms, %s", wl, pn, c.phase), ms(c.d))
-			}
-		}
-	}
-	for _, pn := range []string{"kretry", "kretry-http"} {
-		if r := find("healthy", pn); r != nil && r.assignedToFirst > 0 {
-			fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(r.assignedToFirst <= 100*time.Millisecond),
-				fmt.Sprintf("healthy: %s first delivery after partitions are assigned", pn), ms(r.assignedToFirst))
-		}
-	}
-	if m != nil {
-		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 1024)\n", verdict(m.perBlockedKey <= 1024), "memory: per blocked key ≤ 1 KB", m.perBlockedKey)
-		beyond := m.perParkedRecord - float64(m.keyBytes+m.valueBytes)
-		fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
-	}
+	reportTimeTargets(out, find)
+	reportMemoryTargets(out, m)
 	target("issue 3, 1% of keys failing: kretry healthy-key p99 ≤ 1.5× no-failure", find("1%-keys", "kretry"), find("healthy", "kretry"), p99, p99, atMost(1.5), "≤ 1.5×")
 	a, b, on = rate("1%-keys", "kretry")
 	target("issue 3, 1% of keys failing: kretry healthy-key rec/s ≥ 0.9× no-failure"+on, a, b, hthr, thr, atLeast(0.9), "≥ 0.9×")
@@ -277,4 +270,47 @@ func markdown(out io.Writer, rows [][]string) {
 	for _, r := range rows[1:] {
 		line(r)
 	}
+}
+
+// verdict is a target line's first word.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// reportTimeTargets prints the retry lateness and first delivery targets.
+func reportTimeTargets(out io.Writer, find finder) {
+	for _, wl := range []string{"failures", "1%-keys"} {
+		for _, pn := range []string{"kretry", "kretry-http"} {
+			r := find(wl, pn)
+			if r == nil || r.lateN == 0 {
+				continue
+			}
+			for _, c := range []struct {
+				phase string
+				d     time.Duration
+			}{{"paced", r.lateP99Paced}, {"backlog drain", r.lateP99Drain}} {
+				fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(c.d <= 100*time.Millisecond),
+					fmt.Sprintf("%s: %s retry lateness p99 ≤ 100ms, %s", wl, pn, c.phase), ms(c.d))
+			}
+		}
+	}
+	for _, pn := range []string{"kretry", "kretry-http"} {
+		if r := find("healthy", pn); r != nil && r.assignedToFirst > 0 {
+			fmt.Fprintf(out, "      %s  %-68s %s (want ≤ 100ms)\n", verdict(r.assignedToFirst <= 100*time.Millisecond),
+				fmt.Sprintf("healthy: %s first delivery after partitions are assigned", pn), ms(r.assignedToFirst))
+		}
+	}
+}
+
+// reportMemoryTargets prints the memory targets, when the measure ran.
+func reportMemoryTargets(out io.Writer, m *memResult) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 1024)\n", verdict(m.perBlockedKey <= 1024), "memory: per blocked key ≤ 1 KB", m.perBlockedKey)
+	beyond := m.perParkedRecord - float64(m.keyBytes+m.valueBytes)
+	fmt.Fprintf(out, "      %s  %-68s %.0f bytes (want ≤ 400)\n", verdict(beyond <= 400), "memory: per parked record beyond its key and value ≤ 400 bytes", beyond)
 }

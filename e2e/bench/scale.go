@@ -185,67 +185,97 @@ func startScalePeer(ctx context.Context, cfg *config, b *benchBroker, peer strin
 // phase, filling r.
 func scalePhases(ctx context.Context, r *scaleResult, prod *kgo.Client, topic string, h *scaleHandler, st *engine.Stats,
 	start time.Time, records int, heap0 uint64, limit time.Duration) error {
-	parts := int32(r.c.partitions)
-	produce := func(n int, rec func(i int) *kgo.Record) error {
-		if err := prod.BeginTransaction(); err != nil {
-			return err
-		}
-		for i := range n {
-			prod.Produce(ctx, rec(i), nil)
-		}
-		if err := prod.Flush(ctx); err != nil {
-			return err
-		}
-		return prod.EndTransaction(ctx, kgo.TryCommit)
-	}
-	value := func(prefix string) []byte { v := make([]byte, valueBytes); copy(v, prefix); return v }
+	ph := &scalePhase{ctx: ctx, r: r, prod: prod, topic: topic, h: h, st: st, limit: limit, parts: int32(r.c.partitions)}
 	if r.c.blocked > 0 {
-		head := value("head")
-		heap1 := liveHeap()
-		cpu0 := processCPU()
-		if err := produce(r.c.blocked, func(i int) *kgo.Record {
-			return &kgo.Record{Topic: topic, Partition: int32(i) % parts, Key: fmt.Appendf(nil, "b%06d", i), Value: head}
-		}); err != nil {
-			return fmt.Errorf("producing the blocking records: %w", err)
+		if err := ph.block(start); err != nil {
+			return err
 		}
-		done := waitFor(ctx, limit, func() bool {
-			return st.BlockedKeys.Load() >= int64(r.c.blocked) && st.Retried[0].Load() >= int64(r.c.blocked)
-		})
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		end := time.Now().UnixNano()
-		cpu1 := processCPU()
-		moved := min(st.Retried[0].Load(), int64(r.c.blocked))
-		if !done {
-			r.notes = append(r.notes, fmt.Sprintf("block phase stopped after %v: %d of %d keys blocked", limit, moved, r.c.blocked))
-		}
-		r.join = time.Duration(h.headFirst.Load() - start.UnixNano())
-		if d := end - h.headFirst.Load(); d > 0 && moved > 0 {
-			r.blockRate = float64(moved) / (float64(d) / 1e9)
-			// cpu0 was read before producing; the producer's part is
-			// small next to the moves but counted (PERFORMANCE.md).
-			r.blockCPU = (cpu1 - cpu0).Seconds() / float64(moved) * 1e5
-		}
-		r.blockedSeen = st.BlockedKeys.Load()
-		r.perBlockedKey = (float64(liveHeap()) - float64(heap1)) / float64(r.c.blocked)
 	}
-	flow := value("flow")
-	if err := produce(records, func(i int) *kgo.Record {
+	return ph.flow(start, records, heap0)
+}
+
+// scalePhase is what both phases of a scale case use.
+type scalePhase struct {
+	ctx   context.Context
+	r     *scaleResult
+	prod  *kgo.Client
+	topic string
+	h     *scaleHandler
+	st    *engine.Stats
+	limit time.Duration
+	parts int32
+}
+
+// produce writes n records in one transaction.
+func (ph *scalePhase) produce(n int, rec func(i int) *kgo.Record) error {
+	if err := ph.prod.BeginTransaction(); err != nil {
+		return err
+	}
+	for i := range n {
+		ph.prod.Produce(ph.ctx, rec(i), nil)
+	}
+	if err := ph.prod.Flush(ph.ctx); err != nil {
+		return err
+	}
+	return ph.prod.EndTransaction(ph.ctx, kgo.TryCommit)
+}
+
+// block produces one failing record per blocked key and waits until every
+// key is blocked: r's join, block rate and CPU, and memory per blocked key.
+func (ph *scalePhase) block(start time.Time) error {
+	r, st, h := ph.r, ph.st, ph.h
+	head := memValue("head")
+	heap1 := liveHeap()
+	cpu0 := processCPU()
+	if err := ph.produce(r.c.blocked, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: ph.topic, Partition: int32(i) % ph.parts, Key: fmt.Appendf(nil, "b%06d", i), Value: head}
+	}); err != nil {
+		return fmt.Errorf("producing the blocking records: %w", err)
+	}
+	done := waitFor(ph.ctx, ph.limit, func() bool {
+		return st.BlockedKeys.Load() >= int64(r.c.blocked) && st.Retried[0].Load() >= int64(r.c.blocked)
+	})
+	if ph.ctx.Err() != nil {
+		return ph.ctx.Err()
+	}
+	end := time.Now().UnixNano()
+	cpu1 := processCPU()
+	moved := min(st.Retried[0].Load(), int64(r.c.blocked))
+	if !done {
+		r.notes = append(r.notes, fmt.Sprintf("block phase stopped after %v: %d of %d keys blocked", ph.limit, moved, r.c.blocked))
+	}
+	r.join = time.Duration(h.headFirst.Load() - start.UnixNano())
+	if d := end - h.headFirst.Load(); d > 0 && moved > 0 {
+		r.blockRate = float64(moved) / (float64(d) / 1e9)
+		// cpu0 was read before producing; the producer's part is
+		// small next to the moves but counted (PERFORMANCE.md).
+		r.blockCPU = (cpu1 - cpu0).Seconds() / float64(moved) * 1e5
+	}
+	r.blockedSeen = st.BlockedKeys.Load()
+	r.perBlockedKey = (float64(liveHeap()) - float64(heap1)) / float64(r.c.blocked)
+	return nil
+}
+
+// flow produces records healthy records on numKeys keys and waits until
+// they are delivered: r's flow rate and CPU, and the heap after.
+func (ph *scalePhase) flow(start time.Time, records int, heap0 uint64) error {
+	r, h := ph.r, ph.h
+	v := memValue("flow")
+	if err := ph.produce(records, func(i int) *kgo.Record {
 		k := i % numKeys
-		return &kgo.Record{Topic: topic, Partition: int32(k) % parts, Key: fmt.Appendf(nil, "h%04d", k), Value: flow}
+		return &kgo.Record{Topic: ph.topic, Partition: int32(k) % ph.parts, Key: fmt.Appendf(nil, "h%04d", k), Value: v}
 	}); err != nil {
 		return fmt.Errorf("producing the flow records: %w", err)
 	}
 	cpu := startSampler(func() time.Duration { return 0 }, func() time.Duration { return 0 })
 	defer cpu.close()
-	done := waitFor(ctx, limit, func() bool { return h.flow.Load() >= int64(records) })
-	if ctx.Err() != nil {
-		return ctx.Err()
+	done := waitFor(ph.ctx, ph.limit, func() bool { return h.flow.Load() >= int64(records) })
+	if ph.ctx.Err() != nil {
+		return ph.ctx.Err()
 	}
 	n := h.flow.Load()
 	if !done {
-		r.notes = append(r.notes, fmt.Sprintf("flow phase stopped after %v: %d of %d records", limit, n, records))
+		r.notes = append(r.notes, fmt.Sprintf("flow phase stopped after %v: %d of %d records", ph.limit, n, records))
 	}
 	first, last := h.first.Load(), h.last.Load()
 	if r.c.blocked == 0 {

@@ -153,7 +153,7 @@ func (find finder) withOwn(wl, pn string) (*result, *result) {
 // reportAdjacent prints, for each run with adjacent baselines, those
 // baselines and its ratios against them and against the table's healthy
 // row, so that a switch of the machine's speed inside a pair shows.
-func reportAdjacent(out io.Writer, rs []*result, find finder, ratio func(a, b float64) string) {
+func reportAdjacent(out io.Writer, rs []*result, find finder) {
 	var lines []string
 	for _, r := range rs {
 		if !r.bracketed || r.err != nil {

@@ -28,6 +28,42 @@ import (
 // like the franz-go peers; sarama's default is 500ms).
 func startWatermill(ctx context.Context, e *env) (func(), error) {
 	logger := watermill.NopLogger{}
+	sub, pub, err := watermillClients(e, logger)
+	if err != nil {
+		return nil, err
+	}
+	r, err := watermillRouter(e, pub, logger)
+	if err != nil {
+		_ = sub.Close()
+		_ = pub.Close()
+		return nil, err
+	}
+	r.AddConsumerHandler("bench", e.topic, sub, func(msg *message.Message) error {
+		return e.a.handle(msg.Context(), msg.Payload).err()
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-r.Running():
+	case err := <-done:
+		return nil, fmt.Errorf("watermill router: %w", err)
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("watermill router did not start within 30s")
+	}
+	return func() {
+		_ = r.Close()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+		_ = sub.Close()
+		_ = pub.Close()
+	}, nil
+}
+
+// watermillClients are the router's subscriber (the sarama config above)
+// and the publisher its poison queue writes with.
+func watermillClients(e *env, logger watermill.LoggerAdapter) (*kafka.Subscriber, *kafka.Publisher, error) {
 	scfg := kafka.DefaultSaramaSubscriberConfig()
 	scfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	scfg.Consumer.MaxWaitTime = e.fetchWait
@@ -38,16 +74,22 @@ func startWatermill(ctx context.Context, e *env) (func(), error) {
 		ConsumerGroup:         e.group,
 	}, logger)
 	if err != nil {
-		return nil, fmt.Errorf("watermill subscriber: %w", err)
+		return nil, nil, fmt.Errorf("watermill subscriber: %w", err)
 	}
 	pub, err := kafka.NewPublisher(kafka.PublisherConfig{
 		Brokers:   e.addrs,
 		Marshaler: kafka.DefaultMarshaler{},
 	}, logger)
 	if err != nil {
-		sub.Close()
-		return nil, fmt.Errorf("watermill publisher: %w", err)
+		_ = sub.Close()
+		return nil, nil, fmt.Errorf("watermill publisher: %w", err)
 	}
+	return sub, pub, nil
+}
+
+// watermillRouter is a router with the poison queue and retry middleware
+// described above.
+func watermillRouter(e *env, pub *kafka.Publisher, logger watermill.LoggerAdapter) (*message.Router, error) {
 	poison := e.topic + ".poison"
 	poisonAll, err := middleware.PoisonQueue(pub, poison)
 	if err != nil {
@@ -70,25 +112,5 @@ func startWatermill(ctx context.Context, e *env) (func(), error) {
 		Multiplier:      2,
 	}
 	r.AddMiddleware(poisonAll, retry.Middleware, poisonPermanent)
-	r.AddConsumerHandler("bench", e.topic, sub, func(msg *message.Message) error {
-		return e.a.handle(msg.Context(), msg.Payload).err()
-	})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-r.Running():
-	case err := <-done:
-		return nil, fmt.Errorf("watermill router: %w", err)
-	case <-time.After(30 * time.Second):
-		return nil, errors.New("watermill router did not start within 30s")
-	}
-	return func() {
-		_ = r.Close()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-		}
-		_ = sub.Close()
-		_ = pub.Close()
-	}, nil
+	return r, nil
 }

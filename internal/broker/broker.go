@@ -102,15 +102,21 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		lock.release()
 		if listenErr != nil {
-			hint := ""
-			if errors.Is(listenErr, syscall.EADDRINUSE) {
-				hint = fmt.Sprintf(" (another process listens there, often another kretry run or kretry broker: stop it, or set %s to a free host:port)", from)
-			}
-			return nil, fmt.Errorf("embedded broker: %s %s: %w%s", from, cfg.Listen, listenErr, hint)
+			return nil, bindError(from, cfg.Listen, listenErr)
 		}
 		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Listen, err)
 	}
 	return &Broker{c: c, lock: lock}, nil
+}
+
+// bindError names the key the address came from (from) and, when another
+// process holds the address, what to do about it.
+func bindError(from, listen string, err error) error {
+	hint := ""
+	if errors.Is(err, syscall.EADDRINUSE) {
+		hint = fmt.Sprintf(" (another process listens there, often another kretry run or kretry broker: stop it, or set %s to a free host:port)", from)
+	}
+	return fmt.Errorf("embedded broker: %s %s: %w%s", from, listen, err, hint)
 }
 
 // Addrs returns the host:port addresses clients bootstrap from.

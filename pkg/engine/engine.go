@@ -99,7 +99,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -183,10 +182,7 @@ func (e *Engine) unlock() {
 // retrytopics.ErrPartitionMismatch or retrytopics.ErrNoSource (wrapped) when
 // the topics are wrong, and any broker error.
 func New(ctx context.Context, opts Options) (*Engine, error) {
-	if len(opts.Brokers) == 0 || opts.Plan.Source == "" || opts.Group == "" || opts.Deliverer == nil {
-		return nil, errors.New("engine: Brokers, Plan.Source, Group and Deliverer are required")
-	}
-	if err := checkBrokers(opts.Brokers); err != nil {
+	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	if err := opts.setDefaults(); err != nil {

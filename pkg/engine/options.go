@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -202,12 +203,15 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
-// checkBrokers reports the config's "embedded" among the seed brokers: it
-// means the broker `kretry run` starts in its own process, which a program
-// embedding the engine starts itself. (A host without a port is franz-go's
-// default 9092, and is left to it.)
-func checkBrokers(brokers []string) error {
-	for i, b := range brokers {
+// check reports a required field left empty, and the config's "embedded"
+// among the seed brokers: it means the broker `kretry run` starts in its
+// own process, which a program embedding the engine starts itself. (A host
+// without a port is franz-go's default 9092, and is left to it.)
+func (o *Options) check() error {
+	if len(o.Brokers) == 0 || o.Plan.Source == "" || o.Group == "" || o.Deliverer == nil {
+		return errors.New("engine: Brokers, Plan.Source, Group and Deliverer are required")
+	}
+	for i, b := range o.Brokers {
 		if b == "embedded" {
 			return fmt.Errorf(`engine: Brokers[%d] is "embedded", the broker kretry run starts in its own process: start one yourself (kfake.NewCluster, as the package example does) and pass its addresses`, i)
 		}
