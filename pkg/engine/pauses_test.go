@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 )
 
@@ -141,5 +143,51 @@ func TestFullOfLargeRecordsCommitsAtHalf(t *testing.T) {
 	g.c.settle(q.entries[half-1])
 	if !g.c.commitSoon {
 		t.Errorf("no transaction due after half (%d) of the %d records held settled", half, len(q.entries))
+	}
+}
+
+// TestHeldBytesFollowTheEntries: through deliveries that succeed, fail
+// transiently (a tier, the key blocked, its next records parked) and fail
+// permanently (the DLQ), and the transactions that take them, every
+// queue's bytes stay the sum of what its entries hold, and the source's
+// fall to what it still holds (0 once all is taken).
+func TestHeldBytesFollowTheEntries(t *testing.T) {
+	g := newRig(t, flow.OrderingKey, nil)
+	check := func(when string) {
+		t.Helper()
+		for p, sh := range g.c.shards {
+			for _, q := range sh.order {
+				sum := 0
+				for _, en := range q.entries {
+					sum += heldBytes(en)
+				}
+				if q.bytes != sum {
+					t.Fatalf("%s: partition %d stage %d: queue bytes %d, its %d entries hold %d", when, p, q.stage, q.bytes, len(q.entries), sum)
+				}
+			}
+		}
+	}
+	for i := range 300 {
+		k := fmt.Sprint("k", i%40)
+		g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte(k), Value: make([]byte, 10+i*37%4000)})
+	}
+	check("after reading")
+	answer := func(r *result) error {
+		switch r.en.rec.Offset % 10 {
+		case 3:
+			return delivery.Transient(errors.New("busy"))
+		case 7:
+			return delivery.Permanent(errors.New("bad"))
+		}
+		return nil
+	}
+	for round := range 5 {
+		g.drain(g.dispatch(), answer)
+		check(fmt.Sprint("round ", round, ", delivered"))
+		g.commit()
+		check(fmt.Sprint("round ", round, ", committed"))
+	}
+	if src := g.c.shards[0].src; len(src.entries) == 0 && src.bytes != 0 {
+		t.Errorf("the source holds no entries but counts %d bytes", src.bytes)
 	}
 }
