@@ -2,17 +2,13 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kretry/kretry/internal/kafkatest"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -295,137 +291,4 @@ func sameHeaders(a, b []kgo.RecordHeader) bool {
 		}
 	}
 	return true
-}
-
-func TestHugeErrorTextIsTruncatedToFitTheDLQ(t *testing.T) {
-	e := newEnv(t, 1, 100*time.Millisecond)
-	const maxBytes = 4096
-	limit := strconv.Itoa(maxBytes)
-	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, e.plan.DLQ); err != nil {
-		t.Fatal(err)
-	}
-	huge := strings.Repeat("é", 4<<20) // 8 MiB of two-byte runes
-	e.app.setAnswer(func(*delivery.Message) error { return delivery.Permanent(errors.New(huge)) })
-	e.produce(rec("k", strings.Repeat("v", 1000)))
-	eng, _ := e.start(e.options(e.app))
-	eventually(t, "dead-lettered", func() bool { return eng.Stats().Permanent.Load() == 1 })
-	dlq := e.readAll(e.plan.DLQ)
-	if len(dlq) != 1 {
-		t.Fatalf("DLQ holds %d, want 1", len(dlq))
-	}
-	msg, _ := header(dlq[0], retrytopics.HeaderErrorMessage)
-	if !strings.HasSuffix(msg, "…[truncated]") || !strings.HasPrefix(msg, "éé") || len(msg) < 1000 {
-		t.Errorf("error message of %d bytes is not a truncated prefix: %.40q…", len(msg), msg)
-	}
-	if size := retrytopics.RecordSize(dlq[0]); size > maxBytes {
-		t.Errorf("DLQ record is %d bytes, over max.message.bytes %d", size, maxBytes)
-	}
-}
-
-func TestDeadLetteredLastRecordIsNotDeadLetteredAgainAfterRestart(t *testing.T) {
-	e := newEnv(t, 1)
-	e.app.setAnswer(func(*delivery.Message) error { return &delivery.StatusError{Status: 400} })
-	e.produce(rec("k", "v"))
-	eng, stop := e.start(e.options(e.app))
-	eventually(t, "dead-lettered", func() bool { return eng.Stats().Permanent.Load() == 1 })
-	stop()
-	eng2, _ := e.start(e.options(e.app))
-	e.produce(rec("k2", "v2")) // a second record proves the restarted engine consumes
-	eventually(t, "second dead-lettered", func() bool { return eng2.Stats().Permanent.Load() == 1 })
-	if n := len(e.app.callsFor(id(e.plan.Source, 0, 0))); n != 1 {
-		t.Errorf("the first record was delivered %d times, want 1", n)
-	}
-	if n := len(e.readAll(e.plan.DLQ)); n != 2 {
-		t.Errorf("DLQ holds %d, want 2", n)
-	}
-}
-
-func TestNoTiersSendsTransientStraightToDLQAsExhausted(t *testing.T) {
-	e := newEnv(t, 1)
-	e.app.setAnswer(func(*delivery.Message) error { return context.DeadlineExceeded })
-	e.produce(rec("k", "v"))
-	eng, _ := e.start(e.options(e.app))
-	eventually(t, "exhausted", func() bool { return eng.Stats().Exhausted.Load() == 1 })
-	d := e.readAll(e.plan.DLQ)
-	if len(d) != 1 {
-		t.Fatalf("DLQ holds %d, want 1", len(d))
-	}
-	if c, _ := header(d[0], retrytopics.HeaderErrorClass); c != "exhausted" {
-		t.Errorf("class %q", c)
-	}
-	if s, _ := header(d[0], retrytopics.HeaderErrorStatus); s != "" {
-		t.Errorf("status %q, want empty for a timeout", s)
-	}
-}
-
-// A record left in a tier that the tier list no longer names is reported
-// at start (retrytopics.Orphans): nothing would consume it.
-func TestOrphanedTierIsReported(t *testing.T) {
-	e := newEnv(t, 1, 100*time.Millisecond)
-	old := retrytopics.TierTopic(e.plan.Source, 30*time.Second)
-	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, nil, old); err != nil {
-		t.Fatal(err)
-	}
-	if err := kafkatest.WaitTopics(context.Background(), e.adm, old); err != nil {
-		t.Fatal(err)
-	}
-	e.produce(&kgo.Record{Topic: old, Value: []byte("waiting")})
-	opts := []kgo.Opt{kgo.SeedBrokers(e.addrs...)}
-	orphans, err := retrytopics.Orphans(context.Background(), e.adm, opts, &e.plan, e.group())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(orphans) != 1 || orphans[0].Topic != old || orphans[0].Records != 1 {
-		t.Fatalf("orphans %+v, want %s with 1 record", orphans, old)
-	}
-	// A tier in the plan, the DLQ and a drained old tier are not orphans.
-	var offs kadm.Offsets
-	offs.AddOffset(old, 0, 1, -1)
-	if err := e.adm.CommitAllOffsets(context.Background(), e.group(), offs); err != nil {
-		t.Fatal(err)
-	}
-	for _, tp := range []string{e.plan.Tiers[0].Topic, e.plan.DLQ} {
-		if _, err := e.adm.CreateTopic(context.Background(), 1, 1, nil, tp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := kafkatest.WaitTopics(context.Background(), e.adm, e.plan.Tiers[0].Topic, e.plan.DLQ); err != nil {
-		t.Fatal(err)
-	}
-	e.produce(&kgo.Record{Topic: e.plan.Tiers[0].Topic, Value: []byte("x")}, &kgo.Record{Topic: e.plan.DLQ, Value: []byte("y")})
-	if orphans, err := retrytopics.Orphans(context.Background(), e.adm, opts, &e.plan, e.group()); err != nil || len(orphans) != 0 {
-		t.Fatalf("after the old tier drained: orphans %+v, %v; want none", orphans, err)
-	}
-	// The engine writes tiers in transactions and commits past the last
-	// record it took, at the commit marker: a marker is not a record (a
-	// newcomer saw "records=1" for a tier kretry lag showed drained).
-	older := retrytopics.TierTopic(e.plan.Source, time.Hour)
-	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, nil, older); err != nil {
-		t.Fatal(err)
-	}
-	if err := kafkatest.WaitTopics(context.Background(), e.adm, older); err != nil {
-		t.Fatal(err)
-	}
-	txc, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.TransactionalID(older+"-txn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txc.Close()
-	if err := txc.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txc.ProduceSync(context.Background(), &kgo.Record{Topic: older, Value: []byte("done")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txc.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
-	var past kadm.Offsets
-	past.AddOffset(older, 0, 1, -1) // past the record, at its commit marker
-	if err := e.adm.CommitAllOffsets(context.Background(), e.group(), past); err != nil {
-		t.Fatal(err)
-	}
-	if orphans, err := retrytopics.Orphans(context.Background(), e.adm, opts, &e.plan, e.group()); err != nil || len(orphans) != 0 {
-		t.Fatalf("a drained transactional tier (only its commit marker past the commit): orphans %+v, %v; want none", orphans, err)
-	}
 }
