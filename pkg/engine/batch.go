@@ -126,6 +126,11 @@ func (c *core) takeParking(q *queue, take func(*entry)) (commitPoint, bool) {
 	for _, en := range q.entries {
 		if en.settled {
 			take(en)
+			// Its moves are taken: let go of its key and value, which a
+			// record parked before it and not yet settled would otherwise
+			// keep in memory for as long as its key is blocked.
+			q.bytes -= len(en.rec.Key) + len(en.rec.Value)
+			en.rec.Key, en.rec.Value = nil, nil
 		}
 	}
 	n := 0

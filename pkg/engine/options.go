@@ -81,12 +81,14 @@ type Options struct {
 	// transaction the next one is due at once. A finished record is let go
 	// of at the next transaction even while an earlier one of its partition
 	// is still in delivery (see progress.go). Unset (the default), a
-	// partition pauses at the larger of 4096 and 32 × MaxInFlight records,
-	// and past that floor once it holds its share of 65,536 records or of
-	// 64 MiB (its own records' keys and values, ~256 bytes each beyond
-	// them): an instance with up to 16 partitions holds at most what one
-	// with 16 partitions of 1 KiB records held before, one with more 4,096
-	// per partition. Each pause
+	// partition pauses once it holds its share of 65,536 records (at least
+	// the larger of 4,096 and 32 × MaxInFlight) or its share of 64 MiB of
+	// its own records' keys and values, ~256 bytes each beyond them (at
+	// least 16 MiB), whichever comes first: records of 1 MiB pause it at
+	// 16 records on 4 partitions, and one record larger than its share
+	// pauses it alone. Set, it counts records only. Either way the source
+	// also pauses while the parked records read back hold that share of
+	// bytes (pauses.go). Each pause
 	// costs a fetch: franz-go drops what it buffered for a paused
 	// partition and fetches it again (docs/PERFORMANCE.md, "6 December,
 	// later").

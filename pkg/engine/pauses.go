@@ -8,10 +8,15 @@ import "time"
 
 // updatePauses decides which of sh's partitions pause: a restoring shard's
 // tiers, and its source once MaxPending of its records wait in the
-// backlog; a source with MaxPending records held or MaxParked records
-// parked; a tier whose next record is not due within tierLead or that
-// holds MaxPending records. It only marks them: the loop tells the client (applyPauses),
+// backlog; a source with MaxPending records held, or MaxParked records
+// parked, or parked records of its share of pendingBytes read back; a tier
+// whose next record is not due within tierLead or that holds MaxPending
+// records. It only marks them: the loop tells the client (applyPauses),
 // never under e.mu.
+//
+// The parking partition itself never pauses: the records that release a
+// blocked key may be behind those it holds. Its parked records are bounded
+// by pausing the source that parks them.
 //
 // A restoring source keeps fetching into the backlog: paused, it would be
 // left out of the fetch the client sends as the barrier is read, and on
@@ -20,7 +25,8 @@ import "time"
 func (c *core) updatePauses(sh *shard, now time.Time) {
 	full := func(q *queue) bool { return c.full(len(q.entries), q.bytes, q.paused) }
 	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes, false)
-	c.wantPaused(sh.src, restoreFull || full(sh.src) || (c.parking() && sh.parkedCount() >= c.opts.MaxParked) ||
+	parkFull := sh.park != nil && (sh.parkedCount() >= c.opts.MaxParked || c.parkedFull(sh.park, sh.src.paused))
+	c.wantPaused(sh.src, restoreFull || full(sh.src) || parkFull ||
 		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
 		c.wantPaused(q, sh.restoring || q.due.Waiting(now.Add(c.tierLead())) || full(q) || c.gatePaused(now, true)) // overload gate
@@ -32,7 +38,7 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 // 64 MiB of keys, values and entries (an entry is ~entryBytes beyond them),
 // what an instance with 16 partitions of 1 KiB records held before; each
 // partition may hold at least MaxPending records (4,096) or floorBytes,
-// whichever it reaches first, and at least 2 × MaxInFlight records. A
+// whichever it reaches first (one record at least, however large). A
 // partition that pauses because it holds MaxPending records has what
 // franz-go buffered for it dropped and fetched again (and waits a
 // FetchMaxWait for it): with 4,096 records per partition a 100,000-record
@@ -40,13 +46,16 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 // a third of the rate without pauses (docs/PERFORMANCE.md, "6 December,
 // later"). Shared, the bound of an instance with few partitions rises; an
 // instance holds at most the larger of pendingBytes and floorBytes per
-// partition (and of 2 × MaxInFlight records per partition, for records of
-// megabytes).
+// partition and stage, plus what one fetch brings past it (the pause is
+// decided after a poll is taken in).
 //
 // The bytes are each partition's own (queue.bytes), not a mean over the
 // instance: with one mean, a busy partition of tiny records let a stuck
 // partition of 20 KiB records hold 32,768 of them (640 MiB). And the floor
-// is in bytes too: 4,096 records of 100 KiB are 400 MiB per partition.
+// is in bytes too: 4,096 records of 100 KiB are 400 MiB per partition. A
+// floor of 2 × MaxInFlight records, tried first, let records of 5 MiB
+// hold 640 MiB per partition (a breaker run): records of megabytes now
+// flow a few at a time per partition instead.
 const (
 	pendingBudget = 1 << 16
 	pendingBytes  = 64 << 20
@@ -58,8 +67,8 @@ const (
 // (queue.bytes) holds what it may, and pauses: MaxPending records when it
 // was set; left to its default, its share of pendingBudget records (at
 // least MaxPending) or of pendingBytes (at least floorBytes), whichever it
-// reaches first, but never fewer than 2 × MaxInFlight records. A paused
-// one (paused) resumes at half of each (hysteresis).
+// reaches first. A paused one (paused) resumes at half of each
+// (hysteresis).
 func (c *core) full(n, bytes int, paused bool) bool {
 	div := 1
 	if paused {
@@ -68,11 +77,25 @@ func (c *core) full(n, bytes int, paused bool) bool {
 	if !c.opts.sharedPending {
 		return n >= c.opts.MaxPending/div
 	}
-	k := max(1, len(c.shards))
-	records := max(c.opts.MaxPending, pendingBudget/k)
-	held := max(floorBytes, pendingBytes/k)
-	return n >= 2*c.opts.MaxInFlight/div && (n >= records/div || bytes >= held/div)
+	return n >= c.recordBound()/div || n > 0 && bytes >= c.byteBound()/div
 }
+
+// parkedFull reports whether the parked records a parking queue holds
+// (their keys and values; what a settled one held is let go of as a
+// transaction takes it, see takeParking) reach the partition's share of
+// pendingBytes, MaxPending or not; the source is paused (paused: it is, and
+// resumes at half).
+func (c *core) parkedFull(park *queue, paused bool) bool {
+	div := 1
+	if paused {
+		div = 2
+	}
+	return park.bytes-len(park.entries)*entryBytes >= c.byteBound()/div
+}
+
+// byteBound is the bytes a partition may hold: its share of pendingBytes,
+// at least floorBytes.
+func (c *core) byteBound() int { return max(floorBytes, pendingBytes/max(1, len(c.shards))) }
 
 // recordBound is the records a partition may hold at most: MaxPending,
 // or, left to its default, its share of pendingBudget when larger.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,9 +17,8 @@ import (
 // TestMaxPendingSharesTheBudget: left to its default, a partition pauses
 // at its share of pendingBudget records (at least the floor) or of
 // pendingBytes of the records it holds (at least floorBytes), whichever
-// comes first, and never below 2 × MaxInFlight records; set, MaxPending
-// is what it was set to, however many partitions and whatever the
-// records' size.
+// comes first, at one record however large; set, MaxPending is what it
+// was set to, however many partitions and whatever the records' size.
 func TestMaxPendingSharesTheBudget(t *testing.T) {
 	held := func(size int) int { return size + entryBytes }
 	cases := []struct {
@@ -38,7 +38,9 @@ func TestMaxPendingSharesTheBudget(t *testing.T) {
 		{"default, 10 KiB records on 1 partition: 64 MiB", 0, 0, 1, 10240, (pendingBytes + held(10240) - 1) / held(10240)},
 		{"default, 100 KiB records on 1 partition: 64 MiB", 0, 0, 1, 102400, (pendingBytes + held(102400) - 1) / held(102400)},
 		{"default, 100 KiB records on 1000 partitions: 16 MiB each", 0, 0, 1000, 102400, (floorBytes + held(102400) - 1) / held(102400)},
-		{"default, 1 MiB records: 2 × MaxInFlight", 0, 0, 4, 1 << 20, 2 * flow.DefaultMaxInFlight},
+		{"default, 1 MiB records on 4 partitions: 16 MiB each", 0, 0, 4, 1 << 20, (floorBytes + held(1<<20) - 1) / held(1<<20)},
+		{"default, 5 MiB records: 16 MiB", 0, 0, 4, 5 << 20, (floorBytes + held(5<<20) - 1) / held(5<<20)},
+		{"default, a record over 16 MiB: one", 0, 0, 4, 20 << 20, 1},
 		{"set", 200, 0, 4, 100, 200},
 		{"set above the budgets", 100000, 0, 1, 102400, 100000},
 	}
@@ -190,4 +192,90 @@ func TestHeldBytesFollowTheEntries(t *testing.T) {
 	if src := g.c.shards[0].src; len(src.entries) == 0 && src.bytes != 0 {
 		t.Errorf("the source holds no entries but counts %d bytes", src.bytes)
 	}
+}
+
+// TestParkedBytesPauseTheSource: parked records read back from the parking
+// partition are held in memory until their key is released, counted
+// before only by MaxParked (10,000 records, ~1 GB of 100 KiB records, a
+// breaker run). The source that parks them pauses once they hold the
+// partition's share of pendingBytes (64 MiB on one partition).
+func TestParkedBytesPauseTheSource(t *testing.T) {
+	g := newRig(t, flow.OrderingKey, nil)
+	g.source("s")
+	g.answer(g.dispatch()[0], e503) // s is blocked: its next records park
+	sh := g.c.shards[0]
+	value := make([]byte, 100<<10)
+	const round = 100
+	for range 20 {
+		for range round {
+			g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte("s"), Value: value})
+		}
+		if began := g.dispatch(); len(began) != 0 {
+			t.Fatalf("began %d deliveries of a blocked key", len(began))
+		}
+		g.commit()
+		g.c.updatePauses(sh, time.Now())
+		if sh.src.paused {
+			break
+		}
+	}
+	parked := sh.park.bytes - len(sh.park.entries)*entryBytes
+	if !sh.src.paused || parked < pendingBytes || parked > pendingBytes+round*len(value)+round*len("s") {
+		t.Fatalf("source paused %v with %d records parked holding %d MiB; want it paused at 64 MiB parked", sh.src.paused, sh.parkedCount(), parked>>20)
+	}
+	if sh.parkedCount() >= g.c.opts.MaxParked {
+		t.Fatalf("%d parked: the MaxParked bound paused it, not the bytes", sh.parkedCount())
+	}
+}
+
+// TestSettledParkedRecordsLetGoOfTheirValues: a parking partition is
+// committed up to its first record not settled, so a key blocked for long
+// keeps every later parked record in the queue; those settled and taken by
+// a transaction let go of their keys and values, and the queue's bytes
+// with them.
+func TestSettledParkedRecordsLetGoOfTheirValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, flow.OrderingKey, nil)
+		value := make([]byte, 100<<10)
+		g.source("b")
+		g.answer(g.dispatch()[0], e503)
+		g.source("b") // parked first: it pins the parking partition's commit
+		g.source("a")
+		g.answer(g.dispatch()[0], e503)
+		for range 3 {
+			g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte("a"), Value: value})
+		}
+		g.dispatch()
+		g.commit()
+		park := g.c.shards[0].park
+		before := park.bytes - len(park.entries)*entryBytes // keys and values
+		if before < 3*len(value) {
+			t.Fatalf("the parking queue holds %d bytes, want a's three parked records among them", before)
+		}
+
+		time.Sleep(2 * time.Minute) // both heads are due
+		var rs []*result
+		for _, r := range g.dispatch() {
+			if string(r.msg.Key) == "b" {
+				g.answer(r, e503) // b stays blocked, on the next tier
+				continue
+			}
+			rs = append(rs, r)
+		}
+		g.drain(rs, func(*result) error { return nil }) // a's head, then its parked records
+		g.commit()
+		sum := 0
+		for _, en := range park.entries {
+			sum += heldBytes(en)
+			if en.settled && en.rec.Value != nil {
+				t.Errorf("the settled parked record at offset %d still holds its %d-byte value", en.rec.Offset, len(en.rec.Value))
+			}
+		}
+		if held := park.bytes - len(park.entries)*entryBytes; park.bytes != sum || held > before-3*len(value) {
+			t.Fatalf("the parking queue counts %d bytes (its entries hold %d), keys and values %d; want at most %d once a's records settled", park.bytes, sum, held, before-3*len(value))
+		}
+		if len(park.entries) == 0 || park.entries[0].settled {
+			t.Fatalf("the parking queue's first entry is settled or gone: b's parked record should pin it")
+		}
+	})
 }
