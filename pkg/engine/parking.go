@@ -101,8 +101,21 @@ func (c *core) park(l *lane, en *entry, prev *entry) {
 	}})
 	c.settle(en)
 	l.park.Park()
+	l.sh.parkingBytes += len(r.Key) + len(r.Value)
 	c.stats.ParkedRecords.Add(1)
 	c.syncBlocked(l)
+}
+
+// readBack adds parked record en, read from the parking partition, to
+// lane l's parked records, and reports whether it was one of the moves
+// parked here (false: written by a previous owner). A move parked here
+// leaves sh.parkingBytes as its record joins the parking queue's bytes.
+func (c *core) readBack(l *lane, en *entry) bool {
+	if !l.park.ReadBack(en) {
+		return false
+	}
+	l.sh.parkingBytes = max(0, l.sh.parkingBytes-len(en.rec.Key)-len(en.rec.Value))
+	return true
 }
 
 // untail clears the tail of the lane of source entry en, parked and now

@@ -3,10 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -228,14 +230,65 @@ func TestParkedBytesPauseTheSource(t *testing.T) {
 	}
 }
 
+// TestParkedBytesOnTheirWayPauseTheSource: the park moves a transaction
+// took leave the source queue's bytes before the parking partition reads
+// them back (a commit, then a fetch, later): counted as on their way
+// (shard.parkingBytes), they pause the source as the parking queue's
+// bytes do, and reading them back moves them from one count to the other.
+func TestParkedBytesOnTheirWayPauseTheSource(t *testing.T) {
+	g := newRig(t, flow.OrderingKey, nil)
+	g.source("s")
+	g.answer(g.dispatch()[0], e503) // s is blocked: its next records park
+	sh := g.c.shards[0]
+	value := make([]byte, 100<<10)
+	const round = 100
+	var written []*kgo.Record // committed, not yet read back
+	for range 20 {
+		for range round {
+			g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte("s"), Value: value})
+		}
+		g.dispatch()
+		tx := g.c.prepare()
+		g.c.committed(tx)
+		for _, m := range tx.moves {
+			if m.rec.Topic == g.c.opts.ParkingTopic {
+				written = append(written, m.rec)
+			}
+		}
+		g.c.updatePauses(sh, time.Now())
+		if sh.src.paused {
+			break
+		}
+	}
+	onTheWay := len(written) * len(value)
+	if !sh.src.paused || onTheWay < pendingBytes || onTheWay > pendingBytes+round*len(value) {
+		t.Fatalf("source paused %v with %d MiB parked on their way (%d B counted); want it paused at 64 MiB", sh.src.paused, onTheWay>>20, sh.parkingBytes)
+	}
+	if sh.src.bytes > round*(len("s")+len(value)+entryBytes) {
+		t.Fatalf("the source queue holds %d bytes: its own bound paused it, not the parked bytes", sh.src.bytes)
+	}
+	for _, r := range written {
+		if r.Value != nil { // parking ops carry no value
+			g.read(r)
+		}
+	}
+	g.c.updatePauses(sh, time.Now())
+	if sh.parkingBytes != 0 || !sh.src.paused {
+		t.Fatalf("read back: %d B still counted on their way, source paused %v; want 0 and still paused (the parking queue holds them)", sh.parkingBytes, sh.src.paused)
+	}
+}
+
 // TestSettledParkedRecordsLetGoOfTheirValues: a parking partition is
 // committed up to its first record not settled, so a key blocked for long
 // keeps every later parked record in the queue; those settled and taken by
 // a transaction let go of their keys and values, and the queue's bytes
-// with them.
+// with them: the buffers themselves can be collected, which nothing
+// taken from them (a settle op's key, a retry move) may keep alive.
 func TestSettledParkedRecordsLetGoOfTheirValues(t *testing.T) {
+	var g *rig
+	var bufs []weak.Pointer[byte]
 	synctest.Test(t, func(t *testing.T) {
-		g := newRig(t, flow.OrderingKey, nil)
+		g = newRig(t, flow.OrderingKey, nil)
 		value := make([]byte, 100<<10)
 		g.source("b")
 		g.answer(g.dispatch()[0], e503)
@@ -252,6 +305,11 @@ func TestSettledParkedRecordsLetGoOfTheirValues(t *testing.T) {
 		if before < 3*len(value) {
 			t.Fatalf("the parking queue holds %d bytes, want a's three parked records among them", before)
 		}
+		for _, en := range park.entries {
+			if len(en.rec.Value) == len(value) {
+				bufs = append(bufs, weak.Make(&en.rec.Key[0])) // cloneKeyValue's buffer starts with the key
+			}
+		}
 
 		time.Sleep(2 * time.Minute) // both heads are due
 		var rs []*result
@@ -262,8 +320,31 @@ func TestSettledParkedRecordsLetGoOfTheirValues(t *testing.T) {
 			}
 			rs = append(rs, r)
 		}
-		g.drain(rs, func(*result) error { return nil }) // a's head, then its parked records
+		// a's head, then its parked records: the first fails once more
+		// (a retry move from the parked entry), the others succeed.
+		failed := false
+		g.drain(rs, func(r *result) error {
+			if r.en.q.stage == parkStage && !failed {
+				failed = true
+				return e503
+			}
+			return nil
+		})
 		g.commit()
+		time.Sleep(2 * time.Minute)
+		for {
+			rs := g.dispatch()
+			if len(rs) == 0 {
+				break
+			}
+			g.drain(rs, func(r *result) error {
+				if string(r.msg.Key) == "b" {
+					return e503
+				}
+				return nil
+			})
+			g.commit()
+		}
 		sum := 0
 		for _, en := range park.entries {
 			sum += heldBytes(en)
@@ -278,4 +359,15 @@ func TestSettledParkedRecordsLetGoOfTheirValues(t *testing.T) {
 			t.Fatalf("the parking queue's first entry is settled or gone: b's parked record should pin it")
 		}
 	})
+	if len(bufs) != 3 {
+		t.Fatalf("%d parked records of 100 KiB read back, want 3", len(bufs))
+	}
+	g.logs = nil // the rig keeps every record written; a broker's log is not in our heap
+	runtime.GC()
+	for i, b := range bufs {
+		if b.Value() != nil {
+			t.Errorf("a's parked record %d: its key and value buffer is still reachable after it settled and a transaction took it", i)
+		}
+	}
+	runtime.KeepAlive(g)
 }

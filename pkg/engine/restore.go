@@ -32,7 +32,7 @@ func (c *core) acceptParking(sh *shard, q *queue, r *kgo.Record) {
 	if !isOp {
 		// One of ours, read back: it joins the key's parked records.
 		l := c.laneFor(sh, c.laneKeyOf(r.Key))
-		if !l.park.ReadBack(en) {
+		if !c.readBack(l, en) {
 			c.stats.ParkedRecords.Add(1) // not counted when decided (written by someone else)
 		}
 		c.feed(l, en)
@@ -60,7 +60,7 @@ func (c *core) acceptParking(sh *shard, q *queue, r *kgo.Record) {
 // restores.
 func (c *core) replay(sh *shard, en *entry, r *kgo.Record, isOp bool, op, ref, origin string) {
 	if !isOp {
-		c.laneFor(sh, c.laneKeyOf(r.Key)).park.ReadBack(en)
+		c.readBack(c.laneFor(sh, c.laneKeyOf(r.Key)), en)
 		return
 	}
 	if op == opBarrier {

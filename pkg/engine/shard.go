@@ -30,6 +30,11 @@ type shard struct {
 	// in Stats.BlockedKeys (lane.counted), kept by syncBlocked.
 	parked  parking.Tally
 	blocked int
+	// parkingBytes is the keys and values of the park moves decided and
+	// not yet read back (parking.Key's pending, in bytes): they left the
+	// source queue's count when a transaction took them, and join the
+	// parking queue's when read back (pauses.go parkedFull).
+	parkingBytes int
 
 	// restoring: the parking partition is being replayed up to the barrier
 	// record with nonce; source and tier records wait in backlog.
