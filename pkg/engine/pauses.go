@@ -24,6 +24,12 @@ import "time"
 // FetchMaxWait out (issue 10).
 func (c *core) updatePauses(sh *shard, now time.Time) {
 	full := func(q *queue) bool { return c.full(len(q.entries), q.bytes, q.paused) }
+	if sh.parkedCount() == 0 {
+		// Nothing parked or on its way: a parkingBytes that drifted (a
+		// record another writer parked, read back in place of one of
+		// ours) must not keep the source paused.
+		sh.parkingBytes = 0
+	}
 	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes, false)
 	parkFull := sh.park != nil && (sh.parkedCount() >= c.opts.MaxParked || c.parkedFull(sh, sh.src.paused))
 	c.wantPaused(sh.src, restoreFull || full(sh.src) || parkFull ||
