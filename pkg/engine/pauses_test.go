@@ -202,10 +202,7 @@ func TestHeldBytesFollowTheEntries(t *testing.T) {
 // breaker run). The source that parks them pauses once they hold the
 // partition's share of pendingBytes (64 MiB on one partition).
 func TestParkedBytesPauseTheSource(t *testing.T) {
-	g := newRig(t, flow.OrderingKey, nil)
-	g.source("s")
-	g.answer(g.dispatch()[0], e503) // s is blocked: its next records park
-	sh := g.c.shards[0]
+	g, sh := blockedKeyRig(t)
 	value := make([]byte, 100<<10)
 	const round = 100
 	for range 20 {
@@ -230,16 +227,23 @@ func TestParkedBytesPauseTheSource(t *testing.T) {
 	}
 }
 
+// blockedKeyRig is a rig, key ordering, whose key "s" is blocked: its
+// next records park. It returns the partition's shard.
+func blockedKeyRig(t *testing.T) (*rig, *shard) {
+	t.Helper()
+	g := newRig(t, flow.OrderingKey, nil)
+	g.source("s")
+	g.answer(g.dispatch()[0], e503)
+	return g, g.c.shards[0]
+}
+
 // TestParkedBytesOnTheirWayPauseTheSource: the park moves a transaction
 // took leave the source queue's bytes before the parking partition reads
 // them back (a commit, then a fetch, later): counted as on their way
 // (shard.parkingBytes), they pause the source as the parking queue's
 // bytes do, and reading them back moves them from one count to the other.
 func TestParkedBytesOnTheirWayPauseTheSource(t *testing.T) {
-	g := newRig(t, flow.OrderingKey, nil)
-	g.source("s")
-	g.answer(g.dispatch()[0], e503) // s is blocked: its next records park
-	sh := g.c.shards[0]
+	g, sh := blockedKeyRig(t)
 	value := make([]byte, 100<<10)
 	const round = 100
 	var written []*kgo.Record // committed, not yet read back

@@ -106,10 +106,11 @@ func cloneHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	return out
 }
 
-// release lets go of what a source entry holds once a transaction took it:
-// a lane may still point at it (lane.tail) while its key is blocked, and
-// must not pin its fetched batch, its move record or the record it waited
-// behind.
+// release lets go of what an entry holds once a transaction took it: a
+// source entry's lane may still point at it (lane.tail) while its key is
+// blocked, and a settled parking entry stays in its queue until every
+// record parked before it settles (takeParking); neither may pin its key
+// and value, its move records or the record it waited behind.
 func (en *entry) release() {
 	if en.q.behind != nil {
 		delete(en.q.behind, en)
