@@ -30,7 +30,12 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 		// ours) must not keep the source paused.
 		sh.parkingBytes = 0
 	}
-	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes, false)
+	// A restoring shard holds its backlog and the parked records replayed
+	// so far, and its backlog's records of blocked keys park as it
+	// finishes: counted apart, a source whose fetch answered first took a
+	// whole share of backlog beside a share of parked records, and parked
+	// 2.1 times the share (a breaker run).
+	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes+parkedBytes(sh), false)
 	parkFull := sh.park != nil && (sh.parkedCount() >= c.opts.MaxParked || c.parkedFull(sh, sh.src.paused))
 	c.wantPaused(sh.src, restoreFull || full(sh.src) || parkFull ||
 		c.gatePaused(now, false)) // overload gate
@@ -99,8 +104,16 @@ func (c *core) parkedFull(sh *shard, paused bool) bool {
 	if paused {
 		div = 2
 	}
-	park := sh.park
-	return park.bytes-len(park.entries)*entryBytes+sh.parkingBytes >= c.byteBound()/div
+	return parkedBytes(sh) >= c.byteBound()/div
+}
+
+// parkedBytes is the keys and values of sh's parked records: those its
+// parking queue holds and those on their way (sh.parkingBytes).
+func parkedBytes(sh *shard) int {
+	if sh.park == nil {
+		return 0
+	}
+	return sh.park.bytes - len(sh.park.entries)*entryBytes + sh.parkingBytes
 }
 
 // byteBound is the bytes a partition may hold: its share of pendingBytes,

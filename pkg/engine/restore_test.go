@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRestoringSourceCountsTheReplayedParkedRecords: a partition moves
+// while its blocked key has half a share parked and a share of the key's
+// records waits in the source. The new owner replays the parked records,
+// then takes the source's records into its backlog only up to the share
+// less what it replayed (and one record past it, as a fetch does), so
+// that, once the backlog's records of the blocked key park as the restore
+// finishes, its parked records stay within the share. Counted apart, the
+// backlog took its own whole share and the partition parked 2.1 times it
+// (a breaker run).
+func TestRestoringSourceCountsTheReplayedParkedRecords(t *testing.T) {
+	g, sh := blockedKeyRig(t)
+	for p := int32(1); p < 4; p++ {
+		g.c.shardFor(p) // four partitions: a 16 MiB share each
+	}
+	bound, src := g.c.byteBound(), g.c.plan.Source
+	value := make([]byte, 100<<10)
+	held := len("s") + len(value) + entryBytes
+	for parkedBytes(sh) < bound/2 {
+		for range 10 {
+			g.read(&kgo.Record{Topic: src, Key: []byte("s"), Value: value})
+		}
+		g.dispatch()
+		g.commit() // the park moves, read back
+	}
+	g.commit()
+	for range bound / held { // a share of the key's records, not yet fetched
+		g.logs[src] = append(g.logs[src], &kgo.Record{Topic: src, Key: []byte("s"), Value: value, Offset: int64(len(g.logs[src]))})
+	}
+
+	old := g.c
+	g.c = newTestCore(t, old.opts)
+	g.c.instanceTag = "successor"
+	g.c.assign(map[string][]int32{src: {0, 1, 2, 3}})
+	g.c.offsetsFetched(old.commits)
+	sh = g.c.shards[0]
+	for _, topic := range []string{g.c.opts.ParkingTopic, src} {
+		for _, r := range g.logs[topic] {
+			if r.Offset < old.commits[topic][0].Offset || sh.src.paused {
+				continue // committed before the move, or the source paused
+			}
+			f := *r
+			g.c.ingest([]*kgo.Record{&f})
+		}
+	}
+	replayed := parkedBytes(sh)
+	if !sh.restoring || replayed < bound/2 {
+		t.Fatalf("restoring %v with %d KiB replayed; want a restore of half the %d KiB share", sh.restoring, replayed>>10, bound>>10)
+	}
+	if !sh.src.paused || replayed+sh.backlogBytes > bound+held {
+		t.Fatalf("the restoring source took %d KiB beside %d KiB replayed (paused %v); want it paused at the %d KiB share",
+			sh.backlogBytes>>10, replayed>>10, sh.src.paused, bound>>10)
+	}
+	g.commit() // the barrier, read back: the backlog's records park
+	if sh.restoring {
+		t.Fatal("still restoring after the barrier was read back")
+	}
+	if got := parkedBytes(sh); got > bound+held {
+		t.Fatalf("%d KiB parked or on their way after the restore, %.2f times the %d KiB share", got>>10, float64(got)/float64(bound), bound>>10)
+	}
+}
