@@ -73,6 +73,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// kfake at the version above plus one fix: see internal/thirdparty/kfake/README.md.
-// Remove this directive and that directory once upstream kfake has the fix.
+// kfake at the version above plus three small fixes: see internal/thirdparty/kfake/README.md.
+// Remove this directive and that directory once upstream kfake has the fixes.
 replace github.com/twmb/franz-go/pkg/kfake => ./internal/thirdparty/kfake
