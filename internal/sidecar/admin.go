@@ -2,9 +2,7 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -45,10 +43,10 @@ func startAdmin(ctx context.Context, cfg *config.Config, opts []kgo.Opt, log *sl
 		clients[t.Name] = c
 		names = append(names, t.Name)
 	}
-	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	ln, err := listen("admin.listen", cfg.Admin.Listen)
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
+		return nil, err
 	}
 	actx, cancel := context.WithCancel(ctx)
 	s := dlq.NewServer(actx, names, clients, cfg.Admin.Token, log, flow.Version)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -187,9 +186,9 @@ func (s *Sidecar) serveMetrics(cfg *config.Config, obs *observability, log *slog
 	if cfg.Metrics.Listen == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+	ln, err := listen("metrics.listen", cfg.Metrics.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
+		return nil, err
 	}
 	srv := &http.Server{Handler: obs.handler(s.healthHandler()), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
