@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +32,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dlqCmd.help(stdout, nil)
 		return exitOK
 	case !ok:
-		fmt.Fprintf(stderr, "kretry dlq: unknown subcommand %q\nRun 'kretry dlq -h' for help.\n", args[0])
+		fmt.Fprint(stderr, unknownSubcommand("dlq", args[0], slices.Sorted(maps.Keys(dlqSubcommands))))
 		return exitUsage
 	}
 	f := newDLQFlags(sub, stderr)

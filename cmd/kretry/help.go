@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/kretry/kretry/pkg/config"
@@ -249,7 +250,7 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Write
 func flagError(fs *flag.FlagSet, err error) string {
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
 	if !ok {
-		return err.Error()
+		return numberFlagError(fs, err)
 	}
 	name = strings.TrimLeft(name, "-")
 	var names []string
@@ -260,6 +261,37 @@ func flagError(fs *flag.FlagSet, err error) string {
 	}
 	return msg
 }
+
+// numberFlagError rewrites the flag package's "invalid value "x" for flag
+// -n: parse error" for a number flag into what it wants; other errors keep
+// the flag package's words.
+func numberFlagError(fs *flag.FlagSet, err error) string {
+	m := flagParseError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	value, name := m[1], m[2]
+	f := fs.Lookup(name)
+	if f == nil {
+		return err.Error()
+	}
+	want := ""
+	switch f.Value.(flag.Getter).Get().(type) {
+	case int, int64, uint, uint64:
+		want = "a whole number, such as " + f.DefValue
+	case float64:
+		want = "a number, such as " + f.DefValue
+	case bool:
+		want = "true or false"
+	default:
+		return err.Error()
+	}
+	return fmt.Sprintf("invalid value %s for --%s: want %s", value, name, want)
+}
+
+// flagParseError matches the flag package's error for a value its number
+// or bool flags cannot parse: the quoted value and the flag's name.
+var flagParseError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): parse error$`)
 
 // help prints the command's purpose, usage, flags and example.
 func (c *command) help(w io.Writer, fs *flag.FlagSet) {
@@ -368,6 +400,16 @@ var likelyMeant = map[string]string{
 	"release": "parking release", "redrive": "dlq redrive", "replay": "dlq redrive",
 }
 
+// unknownSubcommand is the usage error of `kretry <parent> <sub>` for a
+// sub that is none of names, naming the nearest one.
+func unknownSubcommand(parent, sub string, names []string) string {
+	hint := ""
+	if m := config.Closest(sub, names); m != "" {
+		hint = fmt.Sprintf(" (did you mean 'kretry %s %s'?)", parent, m)
+	}
+	return fmt.Sprintf("kretry %s: unknown subcommand %q%s\nRun 'kretry %s -h' for help.\n", parent, sub, hint, parent)
+}
+
 // didYouMean suggests the command cmd was probably meant to be: a word
 // users type for it (likelyMeant) or a command name within two edits; ""
 // when none is close.
@@ -376,7 +418,7 @@ func didYouMean(cmd string) string {
 		return fmt.Sprintf(" (did you mean 'kretry %s'?)", m)
 	}
 	for _, name := range []string{"run", "demo", "gameday", "broker", "validate", "lag", "parking", "dlq", "version", "help"} {
-		if config.EditDistance(strings.ToLower(cmd), name) <= 2 && len(cmd) > 2 {
+		if d := config.EditDistance(strings.ToLower(cmd), name); d <= 2 && len(cmd) > 2 || d == 1 && len(cmd) == 2 {
 			return fmt.Sprintf(" (did you mean 'kretry %s'?)", name)
 		}
 	}

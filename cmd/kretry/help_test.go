@@ -169,7 +169,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lag", "--interval", "x"}, `kretry lag: invalid value "x" for flag -interval`},
 		{[]string{"validate", "-c", "x.yaml", "extra"}, `unexpected argument "extra"`},
 		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--topic and --key are required"},
-		{[]string{"parking", "hold"}, `unknown subcommand "hold"`},
+		{[]string{"parking", "hold"}, "kretry parking: unknown subcommand \"hold\"\nRun"},
+		{[]string{"parking", "relase"}, `unknown subcommand "relase" (did you mean 'kretry parking release'?)`},
+		{[]string{"dlq", "lst"}, `unknown subcommand "lst" (did you mean 'kretry dlq list'?)`},
+		{[]string{"demo", "--records", "abc"}, `invalid value "abc" for --records: want a whole number, such as 2000`},
+		{[]string{"demo", "--quiet=maybe"}, `invalid value "maybe" for --quiet: want true or false`},
 		{[]string{"parking"}, "Subcommands:"},
 		{[]string{"version", "extra"}, `unexpected argument "extra"`},
 		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
@@ -205,6 +209,7 @@ func TestDidYouMean(t *testing.T) {
 		"check": "'kretry validate'", "valdiate": "'kretry validate'", "gamday": "'kretry gameday'",
 		"status": "'kretry lag'", "redrive": "'kretry dlq redrive'", "xyzzy": "",
 		"vaildaet": "'kretry validate'", // two adjacent swaps: two edits (four by Levenshtein)
+		"rn": "'kretry run'", "lg": "'kretry lag'", "xy": "", // two letters: one edit
 	} {
 		got := didYouMean(cmd)
 		if want == "" && got != "" || !strings.Contains(got, want) {

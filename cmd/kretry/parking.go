@@ -31,7 +31,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		parkingCmd.help(stdout, nil)
 		return exitOK
 	case args[0] != "release":
-		fmt.Fprintf(stderr, "kretry parking: unknown subcommand %q\nRun 'kretry parking -h' for help.\n", args[0])
+		fmt.Fprint(stderr, unknownSubcommand("parking", args[0], []string{"release"}))
 		return exitUsage
 	}
 	fs := parkingReleaseCmd.flagSet(stderr)

@@ -65,7 +65,11 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 		s := reflect.ValueOf(data).String()
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return nil, &valueError{value: s, msg: `is not a duration: use a Go duration such as "10s", "1m30s" or "250ms"`}
+			msg := `is not a duration: use a Go duration such as "10s", "1m30s" or "250ms"`
+			if h, ok := daysInHours(s); ok {
+				msg = fmt.Sprintf(`is not a duration: a Go duration has no day unit, write %q`, h)
+			}
+			return nil, &valueError{value: s, msg: msg}
 		}
 		return d, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -80,6 +84,20 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 		return nil, &valueError{value: fmt.Sprint(data), msg: `is not a duration: it needs a unit, as in "10s" or "250ms"`}
 	}
 	return data, nil
+}
+
+// daysInHours turns a count of days or weeks ("7d", "2w", "1.5d") into
+// the Go duration a user meant ("168h"), for the error's advice.
+func daysInHours(s string) (string, bool) {
+	per := map[string]float64{"d": 24, "w": 7 * 24}
+	for unit, hours := range per {
+		if n, ok := strings.CutSuffix(strings.TrimSpace(s), unit); ok {
+			if f, err := strconv.ParseFloat(n, 64); err == nil && f > 0 {
+				return strconv.FormatFloat(f*hours, 'f', -1, 64) + "h", true
+			}
+		}
+	}
+	return "", false
 }
 
 // numberToIntHook rejects fractions and out-of-range numbers where an
