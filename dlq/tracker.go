@@ -52,8 +52,8 @@ func NewTracker(c *Client) *Tracker {
 }
 
 // Run reads the DLQ and its marks (read_committed) from their log starts
-// and follows them until ctx ends. Topics that do not exist yet are
-// picked up once created.
+// and follows them until ctx ends, and returns once its Kafka clients are
+// closed. Topics that do not exist yet are picked up once created.
 func (t *Tracker) Run(ctx context.Context) {
 	c := t.c
 	topics := []string{c.t.DLQ, MarksTopic(c.t.DLQ)}
@@ -64,7 +64,9 @@ func (t *Tracker) Run(ctx context.Context) {
 		return
 	}
 	defer rd.Close()
-	go t.markReady(ctx)
+	var ready sync.WaitGroup
+	defer ready.Wait() // Run returns with no reader of its own left open
+	ready.Go(func() { t.markReady(ctx) })
 	for ctx.Err() == nil {
 		fs := rd.PollFetches(ctx)
 		t.mu.Lock()

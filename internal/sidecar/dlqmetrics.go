@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,8 +21,13 @@ func startDLQMetrics(ctx context.Context, cfg *config.Config, o *observability, 
 	ctx, cancel := context.WithCancel(ctx)
 	var clients []*dlq.Client
 	var trackers []*dlq.Tracker
+	var running sync.WaitGroup
+	// stop returns once every tracker has closed its reader: the embedded
+	// broker closes next, and a reader still fetching from it logs a
+	// connection error after the clean stop.
 	stop := func() {
 		cancel()
+		running.Wait()
 		for _, c := range clients {
 			c.Close()
 		}
@@ -34,7 +40,7 @@ func startDLQMetrics(ctx context.Context, cfg *config.Config, o *observability, 
 				clients = append(clients, c)
 				tr := dlq.NewTracker(c)
 				trackers = append(trackers, tr)
-				go tr.Run(ctx)
+				running.Go(func() { tr.Run(ctx) })
 			}
 		}
 		if err != nil {
