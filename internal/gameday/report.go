@@ -3,6 +3,7 @@ package gameday
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -14,8 +15,9 @@ type Report struct {
 	Started time.Time `json:"started"`
 	// Peers in the order they ran; the first is kretry.
 	Peers []*PeerReport `json:"peers"`
-	// OK: every check of the kretry peer passed. The blocking peer's
-	// checks are there for contrast and do not count.
+	// OK: every check of the kretry peer passed (true when it did not
+	// run, --peers blocking). The blocking peer's checks are there for
+	// contrast and do not count.
 	OK         bool  `json:"ok"`
 	DurationMS int64 `json:"duration_ms"`
 }
@@ -96,13 +98,21 @@ func planJSON(p *Plan) planInfo {
 
 func (r *Report) finish() {
 	r.DurationMS = time.Since(r.Started).Milliseconds()
-	r.OK = false
+	r.OK = true
 	for _, p := range r.Peers {
 		if p.Peer == "kretry" {
 			r.OK = p.OK
 		}
 	}
 }
+
+// ranKretry reports whether the kretry peer ran (--peers may leave it out).
+func (r *Report) ranKretry() bool {
+	return slices.ContainsFunc(r.Peers, func(p *PeerReport) bool { return p.Peer == "kretry" })
+}
+
+// notRun is the verdict of a game day without the kretry peer.
+const notRun = "kretry did not run (--peers): the blocking peer's checks are for contrast and set no exit status"
 
 // analyze judges one peer's run.
 func analyze(peer string, p *Plan, spans []span, samples []sample, arr []arrival, dead []deadLetter, produced map[int64]order, poison int64, burst []int64) *PeerReport {
@@ -157,7 +167,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	verdict := "OK: kretry slowed, isolated and recovered: every check passed"
-	if !r.OK {
+	if !r.ranKretry() {
+		verdict = notRun
+	} else if !r.OK {
 		var failed []string
 		for _, p := range r.Peers {
 			if p.Peer != "kretry" {
