@@ -209,7 +209,8 @@ func TestDidYouMean(t *testing.T) {
 		"check": "'kretry validate'", "valdiate": "'kretry validate'", "gamday": "'kretry gameday'",
 		"status": "'kretry lag'", "redrive": "'kretry dlq redrive'", "xyzzy": "",
 		"vaildaet": "'kretry validate'", // two adjacent swaps: two edits (four by Levenshtein)
-		"rn": "'kretry run'", "lg": "'kretry lag'", "xy": "", // two letters: one edit
+		// two letters: one edit
+		"rn": "'kretry run'", "lg": "'kretry lag'", "xy": "",
 	} {
 		got := didYouMean(cmd)
 		if want == "" && got != "" || !strings.Contains(got, want) {
