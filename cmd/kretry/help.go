@@ -263,8 +263,8 @@ func flagError(fs *flag.FlagSet, err error) string {
 }
 
 // numberFlagError rewrites the flag package's "invalid value "x" for flag
-// -n: parse error" for a number flag into what it wants; other errors keep
-// the flag package's words.
+// -n: parse error" for a number or bool flag into what it wants; other
+// errors keep the flag package's words.
 func numberFlagError(fs *flag.FlagSet, err error) string {
 	m := flagParseError.FindStringSubmatch(err.Error())
 	if m == nil {

@@ -92,7 +92,7 @@ func daysInHours(s string) (string, bool) {
 	per := map[string]float64{"d": 24, "w": 7 * 24}
 	for unit, hours := range per {
 		if n, ok := strings.CutSuffix(strings.TrimSpace(s), unit); ok {
-			if f, err := strconv.ParseFloat(n, 64); err == nil && f > 0 {
+			if f, err := strconv.ParseFloat(n, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
 				return strconv.FormatFloat(f*hours, 'f', -1, 64) + "h", true
 			}
 		}

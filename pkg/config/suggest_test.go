@@ -38,3 +38,17 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestDaysInHours: a duration in days or weeks is turned into the hours to
+// write; anything else, or no finite positive count, gets no such advice.
+func TestDaysInHours(t *testing.T) {
+	for in, want := range map[string]string{
+		"7d": "168h", "1.5d": "36h", "2w": "336h", "1e3d": "24000h", " 1d ": "24h",
+		"0d": "", "-1d": "", "Infd": "", "NaNd": "", "d": "", "7 d": "", "5x": "", "10s": "",
+	} {
+		got, ok := daysInHours(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("daysInHours(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
