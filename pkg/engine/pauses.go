@@ -36,8 +36,12 @@ func (c *core) updatePauses(sh *shard, now time.Time) {
 	// whole share of backlog beside a share of parked records, and parked
 	// 2.1 times the share (a breaker run).
 	restoreFull := sh.restoring && c.full(len(sh.backlog), sh.backlogBytes+parkedBytes(sh), false)
-	parkFull := sh.park != nil && (sh.parkedCount() >= c.opts.MaxParked || c.parkedFull(sh, sh.src.paused))
-	c.wantPaused(sh.src, restoreFull || full(sh.src) || parkFull ||
+	// The park bound resumes at half on its own pause, not on one the
+	// restore or the source queue's bound made: read off sh.src.paused, a
+	// restore's pause held the source with half a share parked until the
+	// blocked key unblocked (a breaker run: 29.1s on Kafka).
+	sh.parkFull = sh.park != nil && (sh.parkedCount() >= c.opts.MaxParked || c.parkedFull(sh, sh.parkFull))
+	c.wantPaused(sh.src, restoreFull || full(sh.src) || sh.parkFull ||
 		c.gatePaused(now, false)) // overload gate
 	for _, q := range sh.tiers {
 		c.wantPaused(q, sh.restoring || q.due.Waiting(now.Add(c.tierLead())) || full(q) || c.gatePaused(now, true)) // overload gate
@@ -97,8 +101,8 @@ func (c *core) full(n, bytes int, paused bool) bool {
 // transaction takes it, see takeParking) and those on their way through
 // the parking topic (sh.parkingBytes). Counting only those read back let
 // a key blocked under steady traffic park 2–4.5 times the share while its
-// moves went round (a breaker run). The source is paused (paused: it is,
-// and resumes at half).
+// moves went round (a breaker run). paused: this bound holds the source
+// paused now (shard.parkFull), which then resumes at half.
 func (c *core) parkedFull(sh *shard, paused bool) bool {
 	div := 1
 	if paused {

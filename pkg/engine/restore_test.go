@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -64,5 +66,60 @@ func TestRestoringSourceCountsTheReplayedParkedRecords(t *testing.T) {
 	}
 	if got := parkedBytes(sh); got > bound+held {
 		t.Fatalf("%d KiB parked or on their way after the restore, %.2f times the %d KiB share", got>>10, float64(got)/float64(bound), bound>>10)
+	}
+}
+
+// TestRestorePauseEndsWithTheRestore: a restore that paused its source
+// (its backlog and the replayed parked records reached the share) lets it
+// go once the backlog is taken, with less than the share parked. The park
+// bound read its hysteresis off the source's pause, any pause: it kept the
+// source paused at half the share, so other keys of the partition waited
+// for the blocked key to unblock (29.1s on Kafka, a breaker run).
+func TestRestorePauseEndsWithTheRestore(t *testing.T) {
+	g, sh := blockedKeyRig(t)
+	for p := int32(1); p < 4; p++ {
+		g.c.shardFor(p) // four partitions: a 16 MiB share each
+	}
+	bound, src := g.c.byteBound(), g.c.plan.Source
+	value := make([]byte, 100<<10)
+	for parkedBytes(sh) < bound*6/10 {
+		g.read(&kgo.Record{Topic: src, Key: []byte("s"), Value: value})
+		g.dispatch()
+		g.commit()
+	}
+	g.commit()
+	for i := range bound / 2 / len(value) { // half a share of other keys
+		g.logs[src] = append(g.logs[src], &kgo.Record{Topic: src, Key: fmt.Appendf(nil, "a%d", i), Value: value, Offset: int64(len(g.logs[src]))})
+	}
+
+	old := g.c
+	g.c = newTestCore(t, old.opts)
+	g.c.instanceTag = "successor"
+	g.c.assign(map[string][]int32{src: {0, 1, 2, 3}})
+	g.c.offsetsFetched(old.commits)
+	sh = g.c.shards[0]
+	for _, topic := range []string{g.c.opts.ParkingTopic, src} {
+		for _, r := range g.logs[topic] {
+			if r.Offset < old.commits[topic][0].Offset || sh.src.paused {
+				continue
+			}
+			f := *r
+			g.c.ingest([]*kgo.Record{&f})
+		}
+	}
+	if !sh.src.paused {
+		t.Fatal("the restore did not pause its source at the share; the test needs it paused")
+	}
+	g.commit() // the barrier, read back
+	for range 5 {
+		for _, r := range g.dispatch() {
+			g.answer(r, nil)
+		}
+		g.commit()
+	}
+	g.c.updatePauses(sh, time.Now())
+	if sh.src.paused {
+		t.Fatalf("the source is still paused with %d records held and %d KiB parked, under the %d KiB share",
+			len(sh.src.entries), parkedBytes(sh)>>10, bound>>10)
 	}
 }

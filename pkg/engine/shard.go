@@ -35,6 +35,9 @@ type shard struct {
 	// source queue's count when a transaction took them, and join the
 	// parking queue's when read back (pauses.go parkedFull).
 	parkingBytes int
+	// parkFull is whether the parked records hold the source paused, the
+	// park bound's own hysteresis (pauses.go updatePauses).
+	parkFull bool
 
 	// restoring: the parking partition is being replayed up to the barrier
 	// record with nonce; source and tier records wait in backlog.
