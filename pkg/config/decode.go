@@ -86,16 +86,33 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-// daysInHours turns a count of days or weeks ("7d", "2w", "1.5d") into
-// the Go duration a user meant ("168h"), for the error's advice.
+// daysInHours turns a count of days or weeks ("7d", "2w", "1.1d") into
+// the Go duration a user meant ("168h", "336h", "26h24m"), for the error's
+// advice: none for a count that is not positive or whose duration is past
+// time.Duration's range (about 106,751 days).
 func daysInHours(s string) (string, bool) {
-	per := map[string]float64{"d": 24, "w": 7 * 24}
-	for unit, hours := range per {
-		if n, ok := strings.CutSuffix(strings.TrimSpace(s), unit); ok {
-			if f, err := strconv.ParseFloat(n, 64); err == nil && f > 0 && !math.IsInf(f, 0) {
-				return strconv.FormatFloat(f*hours, 'f', -1, 64) + "h", true
-			}
+	per := map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour}
+	for unit, each := range per {
+		n, ok := strings.CutSuffix(strings.TrimSpace(s), unit)
+		if !ok {
+			continue
 		}
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil || !(f > 0) || f*float64(each) >= math.MaxInt64 {
+			return "", false
+		}
+		d := time.Duration(math.Round(f * float64(each))).Round(time.Millisecond)
+		if d <= 0 {
+			return "", false
+		}
+		h := d.String() // "168h0m0s", "26h24m0s", "2h24m0.5s"
+		if strings.HasSuffix(h, "m0s") {
+			h = strings.TrimSuffix(h, "0s") // "168h0m", "26h24m"
+		}
+		if strings.HasSuffix(h, "h0m") {
+			h = strings.TrimSuffix(h, "0m") // "168h"
+		}
+		return h, true
 	}
 	return "", false
 }

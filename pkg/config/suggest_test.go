@@ -44,7 +44,9 @@ func TestClosest(t *testing.T) {
 func TestDaysInHours(t *testing.T) {
 	for in, want := range map[string]string{
 		"7d": "168h", "1.5d": "36h", "2w": "336h", "1e3d": "24000h", " 1d ": "24h",
-		"0d": "", "-1d": "", "Infd": "", "NaNd": "", "d": "", "7 d": "", "5x": "", "10s": "",
+		"1.1d": "26h24m", "0.1d": "2h24m", "0.01d": "14m24s", "1e5d": "2400000h",
+		"0d": "", "-1d": "", "Infd": "", "NaNd": "", "1e6d": "", "1e300d": "", "1e-9d": "",
+		"d": "", "7 d": "", "5x": "", "10s": "",
 	} {
 		got, ok := daysInHours(in)
 		if got != want || ok != (want != "") {

@@ -118,6 +118,7 @@ func (c *Config) Validate() error {
 	v.lag(&c.Lag, c.Topics)
 	v.tracing(&c.Tracing)
 	v.admin(&c.Admin)
+	v.listens(c)
 	return errors.Join(v.errs...)
 }
 
