@@ -101,7 +101,7 @@ func (r *Report) finish() {
 	r.OK = true
 	for _, p := range r.Peers {
 		if p.Peer == "kretry" {
-			r.OK = p.OK
+			r.OK = r.OK && p.OK // --peers may name it twice
 		}
 	}
 }
