@@ -18,40 +18,12 @@ import (
 // backlog took its own whole share and the partition parked 2.1 times it
 // (a breaker run).
 func TestRestoringSourceCountsTheReplayedParkedRecords(t *testing.T) {
-	g, sh := blockedKeyRig(t)
-	for p := int32(1); p < 4; p++ {
-		g.c.shardFor(p) // four partitions: a 16 MiB share each
-	}
-	bound, src := g.c.byteBound(), g.c.plan.Source
-	value := make([]byte, 100<<10)
-	held := len("s") + len(value) + entryBytes
-	for parkedBytes(sh) < bound/2 {
-		for range 10 {
-			g.read(&kgo.Record{Topic: src, Key: []byte("s"), Value: value})
-		}
-		g.dispatch()
-		g.commit() // the park moves, read back
-	}
-	g.commit()
+	g, bound := parkedShareRig(t, 1, 2)
+	held := len("s") + len(value100K) + entryBytes
 	for range bound / held { // a share of the key's records, not yet fetched
-		g.logs[src] = append(g.logs[src], &kgo.Record{Topic: src, Key: []byte("s"), Value: value, Offset: int64(len(g.logs[src]))})
+		g.waiting("s")
 	}
-
-	old := g.c
-	g.c = newTestCore(t, old.opts)
-	g.c.instanceTag = "successor"
-	g.c.assign(map[string][]int32{src: {0, 1, 2, 3}})
-	g.c.offsetsFetched(old.commits)
-	sh = g.c.shards[0]
-	for _, topic := range []string{g.c.opts.ParkingTopic, src} {
-		for _, r := range g.logs[topic] {
-			if r.Offset < old.commits[topic][0].Offset || sh.src.paused {
-				continue // committed before the move, or the source paused
-			}
-			f := *r
-			g.c.ingest([]*kgo.Record{&f})
-		}
-	}
+	sh := g.restoreOnSuccessor()
 	replayed := parkedBytes(sh)
 	if !sh.restoring || replayed < bound/2 {
 		t.Fatalf("restoring %v with %d KiB replayed; want a restore of half the %d KiB share", sh.restoring, replayed>>10, bound>>10)
@@ -76,37 +48,11 @@ func TestRestoringSourceCountsTheReplayedParkedRecords(t *testing.T) {
 // source paused at half the share, so other keys of the partition waited
 // for the blocked key to unblock (29.1s on Kafka, a breaker run).
 func TestRestorePauseEndsWithTheRestore(t *testing.T) {
-	g, sh := blockedKeyRig(t)
-	for p := int32(1); p < 4; p++ {
-		g.c.shardFor(p) // four partitions: a 16 MiB share each
+	g, bound := parkedShareRig(t, 6, 10)
+	for i := range bound / 2 / len(value100K) { // half a share of other keys
+		g.waiting(fmt.Sprintf("a%d", i))
 	}
-	bound, src := g.c.byteBound(), g.c.plan.Source
-	value := make([]byte, 100<<10)
-	for parkedBytes(sh) < bound*6/10 {
-		g.read(&kgo.Record{Topic: src, Key: []byte("s"), Value: value})
-		g.dispatch()
-		g.commit()
-	}
-	g.commit()
-	for i := range bound / 2 / len(value) { // half a share of other keys
-		g.logs[src] = append(g.logs[src], &kgo.Record{Topic: src, Key: fmt.Appendf(nil, "a%d", i), Value: value, Offset: int64(len(g.logs[src]))})
-	}
-
-	old := g.c
-	g.c = newTestCore(t, old.opts)
-	g.c.instanceTag = "successor"
-	g.c.assign(map[string][]int32{src: {0, 1, 2, 3}})
-	g.c.offsetsFetched(old.commits)
-	sh = g.c.shards[0]
-	for _, topic := range []string{g.c.opts.ParkingTopic, src} {
-		for _, r := range g.logs[topic] {
-			if r.Offset < old.commits[topic][0].Offset || sh.src.paused {
-				continue
-			}
-			f := *r
-			g.c.ingest([]*kgo.Record{&f})
-		}
-	}
+	sh := g.restoreOnSuccessor()
 	if !sh.src.paused {
 		t.Fatal("the restore did not pause its source at the share; the test needs it paused")
 	}
@@ -122,4 +68,57 @@ func TestRestorePauseEndsWithTheRestore(t *testing.T) {
 		t.Fatalf("the source is still paused with %d records held and %d KiB parked, under the %d KiB share",
 			len(sh.src.entries), parkedBytes(sh)>>10, bound>>10)
 	}
+}
+
+// value100K is the value of the records these tests park.
+var value100K = make([]byte, 100<<10)
+
+// parkedShareRig is a blockedKeyRig on four partitions (a 16 MiB share
+// each) whose key "s" has parked records of 100 KiB, read back, up to
+// num/den of the share. It returns the share in bytes.
+func parkedShareRig(t *testing.T, num, den int) (*rig, int) {
+	t.Helper()
+	g, sh := blockedKeyRig(t)
+	for p := int32(1); p < 4; p++ {
+		g.c.shardFor(p)
+	}
+	bound := g.c.byteBound()
+	for parkedBytes(sh) < bound*num/den {
+		g.read(&kgo.Record{Topic: g.c.plan.Source, Key: []byte("s"), Value: value100K})
+		g.dispatch()
+		g.commit() // the park move, read back
+	}
+	g.commit()
+	return g, bound
+}
+
+// waiting appends a record of key to the source partition's log, written
+// and not yet fetched.
+func (g *rig) waiting(key string) {
+	src := g.c.plan.Source
+	g.logs[src] = append(g.logs[src], &kgo.Record{Topic: src, Key: []byte(key), Value: value100K, Offset: int64(len(g.logs[src]))})
+}
+
+// restoreOnSuccessor hands the four partitions to a new core, whose fetch
+// answers the parking partition first, then the source up to its pause
+// (a paused partition is left out of the next fetch), and returns
+// partition 0's shard, restoring until its barrier is read back.
+func (g *rig) restoreOnSuccessor() *shard {
+	g.t.Helper()
+	old := g.c
+	g.c = newTestCore(g.t, old.opts)
+	g.c.instanceTag = "successor"
+	g.c.assign(map[string][]int32{g.c.plan.Source: {0, 1, 2, 3}})
+	g.c.offsetsFetched(old.commits)
+	sh := g.c.shards[0]
+	for _, topic := range []string{g.c.opts.ParkingTopic, g.c.plan.Source} {
+		for _, r := range g.logs[topic] {
+			if r.Offset < old.commits[topic][0].Offset || sh.src.paused {
+				continue // committed before the move, or the source paused
+			}
+			f := *r
+			g.c.ingest([]*kgo.Record{&f})
+		}
+	}
+	return sh
 }
