@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"syscall"
+
+	"github.com/kretry/kretry/pkg/config"
 )
 
 // listen listens on addr, the value of the config key key (such as
@@ -18,9 +19,8 @@ func listen(key, addr string) (net.Listener, error) {
 		return ln, nil
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
-		env := "KRETRY_" + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
 		return nil, fmt.Errorf("%s %s: %w: another process listens there (a second kretry on this host?): give this one its own address with %s or %s=<host:port>",
-			key, addr, err, key, env)
+			key, addr, err, key, config.EnvVar(key))
 	}
 	return nil, fmt.Errorf("%s %s: %w", key, addr, err)
 }

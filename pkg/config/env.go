@@ -17,6 +17,13 @@ import (
 // topics.0.name) to the variable that set it.
 type envPaths map[string]string
 
+// EnvVar is the environment variable that overrides the config key key
+// (dotted, as errors name it): app.max_in_flight is
+// KRETRY_APP__MAX_IN_FLIGHT; transform reads it back.
+func EnvVar(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
+}
+
 // transform turns KRETRY_APP__MAX_IN_FLIGHT into app.max_in_flight.
 func (e envPaths) transform(name, value string) (string, any) {
 	if name == EnvConfigFile || strings.HasPrefix(name, EnvTestPrefix) {

@@ -85,3 +85,21 @@ func TestEnvWithoutFile(t *testing.T) {
 	}
 	wantDefaults(t, c)
 }
+
+// TestEnvVarIsReadBack: EnvVar names the variable that Parse reads for a
+// config key, nested and in a list.
+func TestEnvVarIsReadBack(t *testing.T) {
+	if got := config.EnvVar("metrics.listen"); got != "KRETRY_METRICS__LISTEN" {
+		t.Errorf("EnvVar(metrics.listen) = %q", got)
+	}
+	c, err := config.Parse([]byte(minimal), []string{
+		config.EnvVar("metrics.listen") + "=127.0.0.1:9474",
+		config.EnvVar("topics.0.group") + "=orders-b",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Metrics.Listen != "127.0.0.1:9474" || c.Topics[0].Group != "orders-b" {
+		t.Errorf("metrics.listen %q, topics[0].group %q; want the variables' values", c.Metrics.Listen, c.Topics[0].Group)
+	}
+}
