@@ -81,7 +81,9 @@ func TestAdaptiveInFlight(t *testing.T) {
 	peak := watch("the limit growing while the app's latency holds", 90*time.Second, func(n int) bool { return n >= first+8 })
 	saturated.Store(1)
 	high := peak
-	low := watch("the limit shrinking while latency rises with concurrency", 120*time.Second, func(n int) bool {
+	// Alone about 60s; a make test run on 2 cores, with the DLQ package's
+	// browser tests beside it, missed a 120s bound once (7 December).
+	low := watch("the limit shrinking while latency rises with concurrency", 240*time.Second, func(n int) bool {
 		high = max(high, n)
 		return n <= high-8
 	})

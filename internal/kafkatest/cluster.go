@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -91,6 +93,28 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The ports are free when placeNodes asks, not when the JVM binds them
+	// seconds later: another process (a test beside this one) may take one
+	// in between, and the node exits with "Address already in use". Such a
+	// start is tried again on new ports.
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, cfg, jars)
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			return c, err
+		}
+	}
+}
+
+// placed, when set (tests), is called once a start has placed its nodes
+// on their ports, before they are launched.
+var placed func(*Cluster)
+
+// errPortTaken marks a start that failed because a node could not bind
+// one of its ports.
+var errPortTaken = errors.New("kafkatest: a node's port was taken before it bound it")
+
+// start starts cfg's cluster once, from the jars in jars.
+func start(ctx context.Context, cfg Config, jars string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "kafkatest-")
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
@@ -99,6 +123,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.placeNodes(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if placed != nil {
+		placed(c)
 	}
 	for _, step := range []func() error{
 		c.setUpSecurity,
@@ -109,6 +136,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		func() error { return c.createUsers(ctx) },
 	} {
 		if err := step(); err != nil {
+			if c.portTaken() {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
 			c.Stop()
 			return nil, err
 		}
@@ -238,6 +268,16 @@ func (c *Cluster) Stop() {
 		_ = c.Kill(n.id)
 	}
 	os.RemoveAll(c.dir)
+}
+
+// portTaken reports whether a node's log says it could not bind a port.
+func (c *Cluster) portTaken() bool {
+	for _, n := range c.nodes {
+		if strings.Contains(c.LogTail(n.id, 1<<20), "Address already in use") {
+			return true
+		}
+	}
+	return false
 }
 
 // LogTail returns the last max bytes of node id's broker log.

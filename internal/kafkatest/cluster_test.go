@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"net"
 	"os"
 	"regexp"
 	"testing"
@@ -115,5 +116,42 @@ func TestThreeNodesSurviveKillAndRestart(t *testing.T) {
 		if _, err := os.Stat("/proc/" + itoa(pid)); err == nil {
 			t.Errorf("process %d still exists after Stop", pid)
 		}
+	}
+}
+
+// TestStartTriesAgainOnATakenPort: a port taken between placeNodes and
+// the node's bind (here by the test, on the first start only) makes that
+// start fail with "Address already in use"; Start places the nodes again
+// and the cluster serves.
+func TestStartTriesAgainOnATakenPort(t *testing.T) {
+	var starts int
+	var taken net.Listener
+	placed = func(c *Cluster) {
+		starts++
+		if starts == 1 {
+			l, err := net.Listen("tcp", "127.0.0.1:"+itoa(c.nodes[0].port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken = l
+		}
+	}
+	t.Cleanup(func() {
+		placed = nil
+		if taken != nil {
+			taken.Close()
+		}
+	})
+	c := New(t, Config{})
+	if starts != 2 {
+		t.Fatalf("the cluster started after %d placements, want 2 (the first port taken)", starts)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).ListBrokers(context.Background()); err != nil {
+		t.Fatalf("the cluster started on new ports does not answer: %v", err)
 	}
 }
