@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -246,11 +247,11 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Write
 }
 
 // flagError says what err, from parsing fs, found wrong: an unknown flag
-// with the nearest defined one, or the flag package's own words.
+// with the nearest defined one, or a value the flag cannot take.
 func flagError(fs *flag.FlagSet, err error) string {
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
 	if !ok {
-		return numberFlagError(fs, err)
+		return valueFlagError(fs, err)
 	}
 	name = strings.TrimLeft(name, "-")
 	var names []string
@@ -262,36 +263,58 @@ func flagError(fs *flag.FlagSet, err error) string {
 	return msg
 }
 
-// numberFlagError rewrites the flag package's "invalid value "x" for flag
-// -n: parse error" for a number or bool flag into what it wants; other
-// errors keep the flag package's words.
-func numberFlagError(fs *flag.FlagSet, err error) string {
-	m := flagParseError.FindStringSubmatch(err.Error())
+// valueFlagError rewrites the flag package's "invalid value "x" for flag
+// -n: reason" as "invalid value "x" for --n: …", the flag named as the
+// help spells it. A number or bool flag's "parse error" or "value out of
+// range" becomes what the flag wants; a flag.Value's own reason is kept.
+// Other errors keep the flag package's words.
+func valueFlagError(fs *flag.FlagSet, err error) string {
+	m := flagValueError.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err.Error()
 	}
-	value, name := m[1], m[2]
-	f := fs.Lookup(name)
-	if f == nil {
-		return err.Error()
+	value, name, reason := m[1], m[2], m[3]
+	if f := fs.Lookup(name); f != nil && (reason == "parse error" || reason == "value out of range") {
+		if want := numberWant(f, reason); want != "" {
+			reason = "want " + want
+		}
 	}
-	want := ""
-	switch f.Value.(flag.Getter).Get().(type) {
-	case int, int64, uint, uint64:
-		want = "a whole number, such as " + f.DefValue
-	case float64:
-		want = "a number, such as " + f.DefValue
-	case bool:
-		want = "true or false"
-	default:
-		return err.Error()
-	}
-	return fmt.Sprintf("invalid value %s for --%s: want %s", value, name, want)
+	return fmt.Sprintf("invalid value %s for --%s: %s", value, name, reason)
 }
 
-// flagParseError matches the flag package's error for a value its number
-// or bool flags cannot parse: the quoted value and the flag's name.
-var flagParseError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): parse error$`)
+// numberWant says what a number or bool flag takes, given the flag
+// package's reason for refusing a value; "" for other flags.
+func numberWant(f *flag.Flag, reason string) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	out := reason == "value out of range"
+	switch g.Get().(type) {
+	case int, int64:
+		if out {
+			return fmt.Sprintf("a whole number from %d to %d", math.MinInt64, math.MaxInt64)
+		}
+		return "a whole number, such as " + f.DefValue
+	case uint, uint64:
+		if out {
+			return fmt.Sprintf("a whole number from 0 to %d", uint64(math.MaxUint64))
+		}
+		return "a whole number, such as " + f.DefValue
+	case float64:
+		if out {
+			return fmt.Sprintf("a number no larger than %g", math.MaxFloat64)
+		}
+		return "a number, such as " + f.DefValue
+	case bool:
+		return "true or false"
+	}
+	return ""
+}
+
+// flagValueError matches the flag package's error for a value a flag
+// refuses: the quoted value, the flag's name and the reason.
+var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.+)$`)
 
 // help prints the command's purpose, usage, flags and example.
 func (c *command) help(w io.Writer, fs *flag.FlagSet) {

@@ -318,6 +318,9 @@ func (d *duration) String() string { return time.Duration(*d).String() }
 func (d *duration) Set(s string) error {
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		if h, ok := config.DaysInHours(s); ok {
+			return fmt.Errorf("not a duration: a Go duration has no day unit, write %q", h)
+		}
 		return errors.New(`not a duration: use a Go duration such as "5s"`)
 	}
 	*d = duration(v)

@@ -172,14 +172,19 @@ func TestLagCommandUsage(t *testing.T) {
 }
 
 // TestLagIntervalHint: an --interval that is not a Go duration says how to
-// write one.
+// write one; a count of days, the hours it means.
 func TestLagIntervalHint(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"lag", "-c", "x.yaml", "--interval", "5"}, &out, &errb); code != exitUsage {
-		t.Errorf("exit %d, want %d", code, exitUsage)
-	}
-	if want := `use a Go duration such as "5s"`; !strings.Contains(errb.String(), want) {
-		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	for in, want := range map[string]string{
+		"5":  `use a Go duration such as "5s"`,
+		"7d": `a Go duration has no day unit, write "168h"`,
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"lag", "-c", "x.yaml", "--interval", in}, &out, &errb); code != exitUsage {
+			t.Errorf("--interval %s: exit %d, want %d", in, code, exitUsage)
+		}
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("--interval %s: stderr %q lacks %q", in, errb.String(), want)
+		}
 	}
 }
 

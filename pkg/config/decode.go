@@ -66,7 +66,7 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			msg := `is not a duration: use a Go duration such as "10s", "1m30s" or "250ms"`
-			if h, ok := daysInHours(s); ok {
+			if h, ok := DaysInHours(s); ok {
 				msg = fmt.Sprintf(`is not a duration: a Go duration has no day unit, write %q`, h)
 			}
 			return nil, &valueError{value: s, msg: msg}
@@ -86,11 +86,12 @@ func stringToDurationHook(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-// daysInHours turns a count of days or weeks ("7d", "2w", "1.1d") into
-// the Go duration a user meant ("168h", "336h", "26h24m"), for the error's
-// advice: none for a count that is not positive or whose duration is past
+// DaysInHours turns a count of days or weeks ("7d", "2w", "1.1d") into
+// the Go duration a user meant ("168h", "336h", "26h24m"), for an error's
+// advice (the config's durations here, the command line's flags in
+// cmd/kretry): none for a count that is not positive or whose duration is past
 // time.Duration's range (about 106,751 days).
-func daysInHours(s string) (string, bool) {
+func DaysInHours(s string) (string, bool) {
 	per := map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour}
 	for unit, each := range per {
 		n, ok := strings.CutSuffix(strings.TrimSpace(s), unit)

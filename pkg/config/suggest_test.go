@@ -48,9 +48,9 @@ func TestDaysInHours(t *testing.T) {
 		"0d": "", "-1d": "", "Infd": "", "NaNd": "", "1e6d": "", "1e300d": "", "1e-9d": "",
 		"d": "", "7 d": "", "5x": "", "10s": "",
 	} {
-		got, ok := daysInHours(in)
+		got, ok := DaysInHours(in)
 		if got != want || ok != (want != "") {
-			t.Errorf("daysInHours(%q) = %q, %v; want %q", in, got, ok, want)
+			t.Errorf("DaysInHours(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
 }
