@@ -18,7 +18,7 @@ RUN go mod download
 COPY . .
 # VERSION is written in the kretry-version header of every moved record.
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -ldflags "-X github.com/kretry/kretry/pkg/engine.Version=${VERSION}" -o /kretry ./cmd/kretry
+RUN CGO_ENABLED=0 go build -ldflags "-X github.com/kretry/kretry/pkg/flow.Version=${VERSION}" -o /kretry ./cmd/kretry
 
 # Static binary, no shell, no package manager.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +47,34 @@ func TestVersionCommand(t *testing.T) {
 	want := `^kretry \S+ \(` + regexp.QuoteMeta(runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH) + `\)\n$`
 	if !regexp.MustCompile(want).MatchString(out.String()) {
 		t.Errorf("version prints %q, want %s", out.String(), want)
+	}
+}
+
+// TestDockerfileStampsTheVersion: the image's build sets the version its
+// VERSION argument names (Dockerfile's -ldflags -X), so the variable it
+// names must exist: the linker ignores an -X whose symbol is gone.
+func TestDockerfileStampsTheVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-X (\S+)=\$\{VERSION\}`).FindSubmatch(df)
+	if m == nil {
+		t.Fatal("the Dockerfile's go build sets no -X …=${VERSION}")
+	}
+	bin := filepath.Join(t.TempDir(), "kretry")
+	build := exec.Command("go", "build", "-ldflags", "-X "+string(m[1])+"=v9.8.7-stamped", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(out), "kretry v9.8.7-stamped ") {
+		t.Errorf("kretry version printed %q after -X %s=v9.8.7-stamped: the Dockerfile names a variable the binary does not read", out, m[1])
 	}
 }
