@@ -21,13 +21,14 @@
 // kill -9 halfway and run again, every selected record is moved once.
 //
 // One at a time. An operation first takes the DLQ's lease: a record keyed
-// "lease" on the marks topic, renewed every LeaseTTL/4 while it runs and
-// released at its end. A second operation that finds a live lease is
+// "lease" on the marks topic, renewed every quarter of its TTL
+// (DefaultLeaseTTL, or WithLeaseTTL) while it runs and released at its
+// end. A second operation that finds a live lease is
 // refused with BusyError naming the holder; a lease not renewed for
-// LeaseTTL belonged to a process that died, and is taken over. Two that
+// that TTL belonged to a process that died, and is taken over. Two that
 // claim at once are ordered by the log: the later claim is refused. The
 // fencing above keeps a wrong judgement (a holder paused longer than
-// LeaseTTL) from moving anything twice: the older one's next commit fails.
+// the TTL) from moving anything twice: the older one's next commit fails.
 //
 // Where a redriven record goes: onto the first retry tier, due at once,
 // with kretry-attempt 0 and the redrive headers (retrytopics.Redrive). The

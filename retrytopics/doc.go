@@ -1,7 +1,7 @@
 // Package retrytopics owns kretry's retry tiers and dead-letter topic: the
 // topic names (TierTopic, DLQTopic), the route of a failed delivery
 // (Plan.Route), the due time of a retry (Delay, DueTime), the headers a moved
-// record carries (ReadOrigin, NewMoveRecord) and the creation and checking of
+// record carries (ReadOrigin, Move.Record) and the creation and checking of
 // the topics themselves (Ensure).
 //
 // A record moves source → tier 1 → … → tier N → DLQ. Every move is written

@@ -1,16 +1,10 @@
-// Command kretry is the Kafka retry-topic and dead-letter sidecar.
+// Command kretry is the Kafka retry-topic and dead-letter sidecar. Its
+// commands: run, demo, gameday, broker, validate, lag, parking release,
+// dlq list|show|stats|redrive|discard, version and help.
 //
-//	kretry run -c FILE
-//	kretry demo [--records N] [--json] [--quiet]
-//	kretry broker [--listen ADDR] [--data-dir DIR] [--partitions N]
-//	kretry validate -c FILE
-//	kretry lag -c FILE [--json] [--watch [--interval DURATION]]
-//	kretry parking release -c FILE --topic TOPIC --key KEY [--partition N]
-//	kretry version
-//	kretry help [COMMAND]
-//
-// `kretry help COMMAND` (or `kretry COMMAND -h`) describes each one; the
-// commands are documented in help.go.
+// `kretry help` prints each one's usage line (flags included), and
+// `kretry help COMMAND` (or `kretry COMMAND -h`) describes one; the
+// commands are documented in help.go, which those print.
 package main
 
 import (

@@ -14,7 +14,7 @@
 //	 2%  answer 503 always                       (every tier, DLQ exhausted)
 //	86%  answer 200
 //
-// Counting by kretry's attempt number instead (ce-kretryattempt), a record
+// Counting by kretry's attempt number instead (the ce-attempt header), a record
 // the breaker held failed forever: a held delivery keeps its attempt
 // number (docs/OVERLOAD.md). And with 5% timing out, the records that time
 // out hold most in-flight slots at once (300ms against ~1ms for the

@@ -60,9 +60,11 @@ type planInfo struct {
 	ServiceTimeMS     float64   `json:"service_time_ms"`
 	SlowServiceTimeMS float64   `json:"slow_service_time_ms"`
 	MaxInFlight       int       `json:"max_in_flight"`
+	AppTimeoutMS      float64   `json:"app_timeout_ms"`
 	TiersMS           []float64 `json:"tiers_ms"`
 	Jitter            float64   `json:"jitter"`
 	SteadyRate        float64   `json:"steady_rate"`
+	SteadyMS          float64   `json:"steady_ms"`
 	SpikeRate         float64   `json:"spike_rate"`
 	SpikeMS           float64   `json:"spike_ms"`
 	SlowMS            float64   `json:"slow_ms"`
@@ -84,7 +86,8 @@ type planInfo struct {
 func planJSON(p *Plan) planInfo {
 	pi := planInfo{Name: p.Name, Partitions: p.Partitions, Keys: p.Keys, CapacityPerSecond: p.capacity(),
 		AppWorkers: p.AppWorkers, ServiceTimeMS: ms(p.ServiceTime), SlowServiceTimeMS: ms(p.SlowServiceTime),
-		MaxInFlight: p.MaxInFlight, Jitter: p.Jitter, SteadyRate: p.SteadyRate, SpikeRate: p.SpikeRate,
+		MaxInFlight: p.MaxInFlight, AppTimeoutMS: ms(p.AppTimeout), Jitter: p.Jitter,
+		SteadyRate: p.SteadyRate, SteadyMS: ms(p.SteadyFor), SpikeRate: p.SpikeRate,
 		SpikeMS: ms(p.SpikeFor), SlowMS: ms(p.SlowFor), FailMS: ms(p.FailFor), Burst: p.Burst,
 		BlipMS: ms(p.BlipFor), SettleMS: ms(p.Settle), DrainSettleMS: ms(p.DrainSettle),
 		RecoverWithinMS: ms(p.RecoverWithin), HealthyP99MS: ms(p.HealthyP99), BudgetRatio: p.BudgetRatio,

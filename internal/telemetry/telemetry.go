@@ -22,7 +22,7 @@
 // target_info, and the instrumentation scope is left off the series.
 //
 // Tracing (tracing.go) is separate from the metrics: NewTracing builds the
-// tracer provider (OTLP/HTTP export) and TraceDeliveries wraps a
+// tracer provider (OTLP/HTTP export); delivery.TraceDeliveries wraps a
 // delivery.Deliverer so that each delivery attempt is a span, child of the
 // producer's context that the record carries (README, "Tracing").
 package telemetry

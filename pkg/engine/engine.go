@@ -48,7 +48,7 @@
 // key: later records of the key are moved to the parking topic instead of
 // being delivered, and are delivered in order once the blocked record
 // succeeds (or is dead-lettered, per OnDeadLetter). The parking partition
-// is also the changelog of the blocked keys (see parking.go): on assignment
+// is also the changelog of the blocked keys (see restore.go): on assignment
 // the engine replays it up to a barrier record it writes itself before
 // delivering anything of that partition, so nothing needed for correctness
 // lives only in memory. "partition" blocks the whole partition the same way;

@@ -142,7 +142,7 @@ func (e *Engine) takenWithin(ctx context.Context, d time.Duration) bool {
 // fenced has a twin (the same transactional id). With it, repeated resets
 // mean a broker outage that outlasts a session (a coordinator down for
 // longer than the transaction timeout, moving twice in a rolling restart):
-// they go on, each a little later than the one before (resetBackoff), ctx
+// they go on, each a little later than the one before (nextResetPause, up to maxResetPause), ctx
 // permitting.
 func (e *Engine) resetSession(ctx context.Context, cause error) error {
 	// A producer that cannot go on may have been fenced by a duplicate
