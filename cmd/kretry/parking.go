@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,10 +64,11 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return release(ctx, cfg, t, []byte(*key), *partition, stdout, stderr)
 }
 
-// release writes the operator release of key to partition of t's parking
-// topic, or to every parking partition where key is parked when
-// partition is -1, saying on stdout where each went. It returns the
-// command's exit code, saying on stderr what failed.
+// release writes the operator release of key to the parking partitions
+// where it is held: partition only when it is 0 or more, else every one
+// where the key is found (releasePartitions). It says on stdout where each
+// release went, and on stderr why a partition got none. It returns the
+// command's exit code.
 func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byte, partition int, stdout, stderr io.Writer) int {
 	kc, err := commandClients(ctx, cfg, stderr)
 	if err != nil {
@@ -116,9 +120,14 @@ func parkingTopicOf(cfg *config.Config, name, path string, stderr io.Writer) (*c
 	return t, exitOK
 }
 
-// releasePartitions is where to write the release of key: partition when
-// it is 0 or more (checked against the parking topic), else every parking
-// partition where the key is parked or blocked. A code other than exitOK
+// releasePartitions is where to write the release of key: the parking
+// partitions where the key is held (parking.Lookup), only partition when
+// it is 0 or more (checked against the parking topic). A partition where a
+// release would change nothing (the key's head still in a retry tier, its
+// records already released or on their way to the DLQ) gets none, with
+// the reason on stderr; when no partition is left the command fails. A
+// --partition where the key is found nowhere gets the release anyway (the
+// lookup reads the topic as it is now), said so. A code other than exitOK
 // is the command's, said on stderr.
 func releasePartitions(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte, partition int, stderr io.Writer) ([]int32, int) {
 	if partition >= 0 {
@@ -131,20 +140,69 @@ func releasePartitions(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client,
 			fmt.Fprintf(stderr, "kretry parking release: --partition %d: %s has partitions 0–%d\n", partition, t.Parking.Topic, n-1)
 			return nil, exitUsage
 		}
-		return []int32{int32(partition)}, exitOK
 	}
 	// Producers do not agree on the key hash (Java and franz-go use
 	// murmur2, librdkafka crc32), so find the key where it is parked.
-	parts, err := findParked(ctx, kc, cl, t, key)
+	found, err := findParked(ctx, kc, cl, t, key)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return nil, exitFail
 	}
-	if len(parts) == 0 {
+	where := slices.Sorted(maps.Keys(found))
+	if partition >= 0 {
+		if _, ok := found[int32(partition)]; !ok {
+			if len(where) > 0 {
+				fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s partition %d, but in partition %s: drop --partition, or pass one of those; nothing written\n",
+					key, t.Parking.Topic, partition, joinPartitions(where))
+				return nil, exitFail
+			}
+			fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s partition %d as the topic reads now; the release is written anyway (--partition), and releases the key only if it is held there when the partition's owner reads it\n",
+				key, t.Parking.Topic, partition)
+			return []int32{int32(partition)}, exitOK
+		}
+		where = []int32{int32(partition)}
+	}
+	if len(where) == 0 {
 		fmt.Fprintf(stderr, "kretry parking release: key %q is not parked or blocked in %s (nothing to release; pass --partition to write anyway)\n", key, t.Parking.Topic)
 		return nil, exitFail
 	}
-	return parts, exitOK
+	var held []int32
+	for _, p := range where {
+		if why := notReleasable(found[p]); why != "" {
+			fmt.Fprintf(stderr, "kretry parking release: key %q in %s partition %d: %s; nothing written there\n", key, t.Parking.Topic, p, why)
+			continue
+		}
+		held = append(held, p)
+	}
+	if len(held) == 0 {
+		return nil, exitFail
+	}
+	return held, exitOK
+}
+
+// notReleasable says why an operator release of a key in the state l read
+// back would change nothing, "" when the key is held.
+func notReleasable(l *parking.Lookup) string {
+	switch l.State() {
+	case parking.Held:
+		return ""
+	case parking.Blocked:
+		return fmt.Sprintf("its record %s is still in a retry tier (%d parked behind it); a release applies once that record is dead-lettered and the key held (on_dead_letter: hold): run this again then", l.Head(), l.Parked())
+	case parking.Releasing:
+		return fmt.Sprintf("not held: its %d parked records are being delivered already (released, or their head was delivered)", l.Parked())
+	case parking.DeadLettering:
+		return fmt.Sprintf("not held: its %d parked records are on their way to the DLQ (on_dead_letter: dead_letter)", l.Parked())
+	}
+	return "not held: nothing of it is parked there any more"
+}
+
+// joinPartitions is "1" or "1, 2".
+func joinPartitions(ps []int32) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ", ")
 }
 
 // partitionCount returns how many partitions topic has.
@@ -167,10 +225,10 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 
 // findParked returns the parking partitions holding records or ops of key
 // past the group's committed offsets, read up to each partition's last
-// stable offset when called. cl is the command's client; the reader of the
+// stable offset when called, each with the key's state they make up. cl is the command's client; the reader of the
 // parking topic is a second client from kc (same TLS, SASL and seed
 // brokers), as it consumes.
-func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) ([]int32, error) {
+func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) (map[int32]*parking.Lookup, error) {
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(ctx, t.Group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
@@ -190,19 +248,18 @@ func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *con
 			from[o.Partition] = c.At
 		}
 	})
-	found := map[int32]bool{}
+	found := map[int32]*parking.Lookup{}
 	err = topicread.Range(ctx, kc.Opts(), t.Parking.Topic, true, from, end, func(r *kgo.Record) {
-		if string(r.Key) == string(key) {
-			found[r.Partition] = true
+		if string(r.Key) != string(key) {
+			return
 		}
+		if found[r.Partition] == nil {
+			found[r.Partition] = &parking.Lookup{}
+		}
+		found[r.Partition].Add(r)
 	})
 	if err != nil {
 		return nil, err
 	}
-	var out []int32
-	for p := range found {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out, nil
+	return found, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/parking"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // TestParkingReleaseFindsThePartition: the key is parked on partition 2,
@@ -42,7 +43,15 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 	if p := kgo.StickyKeyPartitioner(nil).ForTopic("orders").Partition(&kgo.Record{Key: []byte(key)}, 3); p == 2 {
 		t.Fatalf("test assumes murmur2 does not pick partition 2 for %q", key)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders.parking", Partition: 2, Key: []byte(key), Value: []byte("parked")}).FirstErr(); err != nil {
+	// As an engine leaves a held key: its head's block, a record parked
+	// behind it, the head dead-lettered under hold.
+	const head = "orders/2/5"
+	held := []*kgo.Record{
+		parking.OpRecord("orders.parking", 2, []byte(key), parking.OpBlock, head),
+		{Topic: "orders.parking", Partition: 2, Key: []byte(key), Value: []byte("parked")},
+		parking.OpRecord("orders.parking", 2, []byte(key), parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
+	}
+	if err := cl.ProduceSync(ctx, held...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
@@ -66,7 +75,7 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 		t.Errorf("output %q does not name partition 2", out.String())
 	}
 	rd, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		"orders.parking": {2: kgo.NewOffset().At(1)}}))
+		"orders.parking": {2: kgo.NewOffset().At(int64(len(held)))}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +97,17 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 		t.Errorf("stderr %q does not say the key is not parked", errb.String())
 	}
 
+	// --partition where the key is not, while it is parked elsewhere:
+	// refused, naming where it is.
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", key, "--partition", "1"}, &out, &errb); code != exitFail || out.Len() > 0 {
+		t.Errorf("--partition 1 for a key parked in 2: exit %d, stdout %q; want %d and nothing written", code, out.String(), exitFail)
+	}
+	if want := "not parked or blocked in orders.parking partition 1, but in partition 2"; !strings.Contains(errb.String(), want) {
+		t.Errorf("--partition 1: stderr %q, want %q", errb.String(), want)
+	}
+
 	// A --partition the parking topic does not have, or below -1, is a bad
 	// flag: exit 2 with the range.
 	for _, tc := range []struct{ n, want string }{
@@ -102,5 +122,58 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 		if !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("--partition %s: stderr %q, want %q", tc.n, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestParkingReleaseRefusesARetryingHead: a key whose head is still in a
+// retry tier is not held yet; a release read now would change nothing and
+// the key would be held later all the same, so the command writes none
+// and says why (exit 1).
+func TestParkingReleaseRefusesARetryingHead(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "orders.parking"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := []byte("acct-3")
+	blocked := []*kgo.Record{
+		parking.OpRecord("orders.parking", 1, key, parking.OpBlock, "orders/1/9"),
+		{Topic: "orders.parking", Partition: 1, Key: key, Value: []byte("parked")},
+	}
+	if err := cl.ProduceSync(ctx, blocked...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "kafka: {brokers: [" + b.Addrs()[0] + "]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{}, {"--partition", "1"}} {
+		var out, errb bytes.Buffer
+		cmd := append([]string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", string(key)}, args...)
+		if code := run(ctx, cmd, &out, &errb); code != exitFail || out.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing written", args, code, out.String(), exitFail)
+		}
+		if want := "its record orders/1/9 is still in a retry tier (1 parked behind it)"; !strings.Contains(errb.String(), want) {
+			t.Errorf("%v: stderr %q, want %q", args, errb.String(), want)
+		}
+	}
+	n, err := kadm.NewClient(cl).ListEndOffsets(ctx, "orders.parking")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := n.Lookup("orders.parking", 1); o.Offset != int64(len(blocked)) {
+		t.Errorf("orders.parking partition 1 ends at %d, want %d: a release was written", o.Offset, len(blocked))
 	}
 }
