@@ -131,7 +131,7 @@ func (s *Sidecar) run(ctx context.Context, cfg *config.Config, obs *observabilit
 	for i, e := range s.Engines {
 		wg.Go(func() {
 			if err := e.Run(rctx); err != nil {
-				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, withAuthHint(err, cfg))
+				errs[i] = fmt.Errorf("topic %q: %w", cfg.Topics[i].Name, withFenceHint(withAuthHint(err, cfg), cfg))
 				cancel() // one fatal engine stops the process: let the orchestrator restart it
 			}
 		})
@@ -154,6 +154,17 @@ func (s *Sidecar) run(ctx context.Context, cfg *config.Config, obs *observabilit
 		"in_flight", inFlight, "grace", cfg.App.Timeout)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// withFenceHint adds to a fenced engine's error (engine.ErrFenced) that
+// this process also serves the embedded broker, which stops with it: the
+// instance that took over was dialing it, and loses its broker too.
+func withFenceHint(err error, cfg *config.Config) error {
+	if _, embedded := SeedBrokers(&cfg.Kafka, &cfg.Embedded); !embedded || !errors.Is(err, engine.ErrFenced) {
+		return err
+	}
+	return fmt.Errorf("%w; but this process also serves the embedded broker (kafka.brokers: [embedded], %s), which stops with it: the instance that took over loses its broker as well. Share a broker with `kretry broker` or an external one instead",
+		err, cfg.Embedded.Listen)
 }
 
 // withAuthHint adds to an engine's authentication failure what to check.
