@@ -28,6 +28,16 @@ func TestDemoReportTellsGaveUpFromLost(t *testing.T) {
 		t.Errorf("gave-up report says records were lost:\n%s", out.String())
 	}
 
+	// Interrupted (SIGINT, SIGTERM) long before the timeout: it says so,
+	// not that it waited a minute.
+	out.Reset()
+	interrupted := *gaveUp
+	interrupted.Interrupted, interrupted.DurationMS = true, 2300
+	printReport(&out, &interrupted)
+	if want := "INTERRUPTED: the demo was interrupted after 2.3s with 15 records not yet settled"; !strings.Contains(out.String(), want) || strings.Contains(out.String(), "gave up") {
+		t.Errorf("interrupted report lacks %q or says it gave up:\n%s", want, out.String())
+	}
+
 	out.Reset()
 	printReport(&out, &demo.Report{Produced: 10, Delivered: 9, Lost: 1, LostIDs: []string{"orders/0/4"}})
 	if !strings.Contains(out.String(), "FAILED: records were lost, duplicated in the DLQ or delivered out of order: orders/0/4") || strings.Contains(out.String(), "gave up") {

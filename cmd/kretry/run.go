@@ -252,14 +252,27 @@ func printReport(w io.Writer, r *demo.Report) {
 	case r.OK:
 		fmt.Fprintln(w, "\nOK: every record was acknowledged or dead-lettered exactly once, each key in order.")
 	case r.TimedOut && r.Lost == 0 && r.DLQDuplicates == 0 && r.OrderViolations == 0:
-		fmt.Fprintf(w, "\nFAILED: the demo gave up waiting after %s with %s not yet settled (still retrying or held; not known lost): %s\n",
-			time.Duration(r.TimeoutMS)*time.Millisecond, countRecords(r.Unsettled), strings.Join(firstIDs(r.UnsettledIDs, r.Unsettled, 10), "; "))
+		verdict := "FAILED"
+		if r.Interrupted {
+			verdict = "INTERRUPTED"
+		}
+		fmt.Fprintf(w, "\n%s: %s with %s not yet settled (still retrying or held; not known lost): %s\n",
+			verdict, stoppedWaiting(r), countRecords(r.Unsettled), strings.Join(firstIDs(r.UnsettledIDs, r.Unsettled, 10), "; "))
 	default:
 		if r.TimedOut {
-			fmt.Fprintf(w, "\nthe demo gave up waiting after %s with %s not yet settled\n", time.Duration(r.TimeoutMS)*time.Millisecond, countRecords(r.Unsettled))
+			fmt.Fprintf(w, "\n%s with %s not yet settled\n", stoppedWaiting(r), countRecords(r.Unsettled))
 		}
 		fmt.Fprintln(w, "\nFAILED: records were lost, duplicated in the DLQ or delivered out of order:", strings.Join(append(r.LostIDs, r.OrderExamples...), "; "))
 	}
+}
+
+// stoppedWaiting says why a demo that timed out stopped waiting: it was
+// interrupted, or it waited its whole timeout.
+func stoppedWaiting(r *demo.Report) string {
+	if r.Interrupted {
+		return fmt.Sprintf("the demo was interrupted after %.1fs", float64(r.DurationMS)/1000)
+	}
+	return fmt.Sprintf("the demo gave up waiting after %s", time.Duration(r.TimeoutMS)*time.Millisecond)
 }
 
 // firstIDs is at most n of ids, and a count of the rest of total.

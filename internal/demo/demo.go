@@ -81,9 +81,12 @@ type Report struct {
 	// was interrupted) with Unsettled records not yet acknowledged or
 	// dead-lettered: still in a retry tier, parked, or held by the
 	// overload breaker. OK is then false.
-	TimedOut  bool  `json:"timed_out"`
-	TimeoutMS int64 `json:"timeout_ms"`
-	Unsettled int   `json:"unsettled"`
+	TimedOut bool `json:"timed_out"`
+	// Interrupted is true when the demo stopped waiting because it was
+	// interrupted (SIGINT, SIGTERM) rather than after TimeoutMS.
+	Interrupted bool  `json:"interrupted"`
+	TimeoutMS   int64 `json:"timeout_ms"`
+	Unsettled   int   `json:"unsettled"`
 	// UnsettledIDs are the first of them (ce-id), as LostIDs.
 	UnsettledIDs []string `json:"unsettled_ids,omitempty"`
 	// Redelivered counts repeated acknowledgements (at-least-once
@@ -173,7 +176,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	return d.report(timedOut, topic.Retry.Topics), nil
+	r := d.report(timedOut, topic.Retry.Topics)
+	r.Interrupted = r.TimedOut && ctx.Err() != nil
+	return r, nil
 }
 
 // startSidecar runs kretry as cfg configures it until sctx ends, and
