@@ -41,9 +41,13 @@ type Outcome struct {
 	// such a failure opens the breaker at once (see Gate.Done).
 	Last bool
 	// Again: the record was held before (its earlier failure did not
-	// count). Its failure says little of the dependency now — the same
-	// record failing again — so it does not count towards opening the
-	// breaker or tripping the guard; its success counts.
+	// count), or it is a redriven record answered with a permanent error
+	// (the app rejected it before: it was in the DLQ). Its failure says
+	// little of the dependency now — the same record failing again — so
+	// it does not count towards opening the breaker or tripping the
+	// guard; its success counts. Without the second, a redrive of records
+	// the app still rejects, on a quiet topic, read as a systemic failure
+	// and stopped the topic's delivery for the breaker's wait.
 	Again bool
 	// Released: a parked record released after its key's earlier record
 	// finished. Its key failed before, so its failure, like a retry's, is

@@ -107,6 +107,9 @@ func (c *core) gateDone(r *result) overload.Verdict {
 		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
 		if v.Class == delivery.ClassPermanent {
 			o.Class = overload.Permanent
+			// redrive: a redriven record the app still rejects was
+			// dead-lettered before; it goes back, and says nothing new.
+			o.Again = o.Again || r.en.origin.Redrives > 0
 		} else {
 			o.Last = c.plan.Route(routeStage(r.en), &v, 0).Action == retrytopics.DeadLetter
 		}
