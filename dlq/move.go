@@ -88,6 +88,11 @@ type Result struct {
 // DLQ took over its transactional id.
 var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took over")
 
+// ErrNoTier is wrapped by Move's error when a redrive's first retry tier
+// (Topic.Tier) does not exist: the config given is not the one kretry run
+// uses. Nothing is moved.
+var ErrNoTier = errors.New("no such retry tier")
+
 // Move runs req: it takes the DLQ's lease (a *BusyError when another
 // operation holds it), fences any older operation, reads the marks and the
 // DLQ, and moves the selected waiting records at req.Rate, in batches of
@@ -108,6 +113,13 @@ func (c *Client) Move(ctx context.Context, req Request) (*Result, error) {
 		req.Op = newOpID(prefix, start)
 	}
 	res := &Result{Op: req.Op, Action: req.Action, DryRun: req.DryRun, MovedByClass: map[string]int{}}
+	if req.Action == ActionRedrive && c.t.Tier != "" && !c.exists(ctx, c.t.Tier) {
+		// Produced to, a missing tier fails every transaction (or, on a
+		// cluster that creates topics on use, is created with the
+		// broker's partition count, not the source's).
+		return nil, fmt.Errorf("%w: %s, the first retry tier of %q where a redrive writes, does not exist; kretry run creates it from its config's topics[].retry.tiers: use the config kretry run uses; nothing moved",
+			ErrNoTier, c.t.Tier, c.t.Source)
+	}
 	if req.DryRun {
 		return c.dryRun(ctx, &req, res)
 	}

@@ -348,3 +348,38 @@ func readAll(t *testing.T, e *env, topic string) []*kgo.Record {
 	}
 	return out
 }
+
+// TestRedriveToAMissingTierIsRefused: a config whose first tier is not
+// kretry run's (a tier list edited since) names a tier that does not
+// exist: the redrive says so and moves nothing, dry run or not, instead of
+// failing each transaction with UNKNOWN_TOPIC_OR_PARTITION and "run the
+// same command again", which could never succeed.
+func TestRedriveToAMissingTierIsRefused(t *testing.T) {
+	e := newEnv(t, 2, 50*time.Millisecond, 100*time.Millisecond)
+	snap := deadLetter(t, e, e.client(), 2)
+	topic := e.topic()
+	topic.Tier = e.plan.Source + ".retry.1m"
+	c, err := dlq.New(topic, []kgo.Opt{kgo.SeedBrokers(e.addrs...)}, dlq.WithLogger(testLogger(t)), dlq.WithLeaseTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, dry := range []bool{true, false} {
+		res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1, By: "test", DryRun: dry})
+		if !errors.Is(err, dlq.ErrNoTier) || !strings.Contains(err.Error(), topic.Tier+", the first retry tier of") {
+			t.Errorf("dry run %v: %+v, %v; want ErrNoTier naming %s", dry, res, err, topic.Tier)
+		}
+	}
+	after, err := e.client().Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, en := range after.Entries {
+		if en.State != dlq.Waiting || en.ID != snap.Entries[i].ID {
+			t.Errorf("DLQ record %s is %s after the refused redrive, want waiting", en.ID, en.State)
+		}
+	}
+	if len(after.Entries) != len(snap.Entries) {
+		t.Errorf("%d DLQ records after the refused redrive, want %d", len(after.Entries), len(snap.Entries))
+	}
+}

@@ -73,13 +73,13 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // dlqExit is the exit code of subcommand sub that returned err, saying
-// err on stderr: exitUsage when the topic is no DLQ or the record is not
-// there, exitFail for any other error (errRefused has been said already).
+// err on stderr: exitUsage when the topic is no DLQ, the record is not
+// there or the redrive's tier is not (another config than kretry run's), exitFail for any other error (errRefused has been said already).
 func dlqExit(sub *command, err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, dlq.ErrNotDLQ), errors.Is(err, dlq.ErrNoRecord):
+	case errors.Is(err, dlq.ErrNotDLQ), errors.Is(err, dlq.ErrNoRecord), errors.Is(err, dlq.ErrNoTier):
 		fmt.Fprintf(stderr, "kretry %s: %v\n", sub.name, err)
 		return exitUsage
 	case errors.Is(err, errRefused):
