@@ -75,6 +75,10 @@ type Result struct {
 	Selected int       `json:"selected"` // waiting records the filter and limit selected, refused ones included
 	Moved    int       `json:"moved"`
 	Refused  []Refusal `json:"refused,omitempty"`
+	// Skipped are the records named by Filter.Records that are not
+	// waiting: redriven or discarded already (the reason says by whom,
+	// when and in which operation). They are not moved.
+	Skipped []Refusal `json:"skipped,omitempty"`
 	// Stopped is true when ctx ended before every selected record moved.
 	Stopped bool `json:"stopped"`
 	// MovedByClass counts the moved records by error class.
@@ -260,11 +264,30 @@ func CheckRate(r float64) error {
 
 // selectEntries fills res with the waiting records of snap that req
 // selects, up to its limit; records that cannot be redriven are refused.
+// handled says what became of a DLQ record that m marks: "already
+// redriven by NAME at TIME (op ID)".
+func handled(m *Mark) string {
+	verb := "redriven"
+	if m.Action == ActionDiscard {
+		verb = "discarded"
+	}
+	s := fmt.Sprintf("already %s by %s at %s (op %s)", verb, m.By, m.At.UTC().Format(time.RFC3339), m.Op)
+	if m.Reason != "" {
+		s += ": " + m.Reason
+	}
+	return s
+}
+
 func (c *Client) selectEntries(snap *Snapshot, req *Request, res *Result) {
 	f := req.Filter
 	f.States = []State{Waiting}
+	named := req.Filter
+	named.States = []State{Redriven, Discarded}
 	for _, e := range snap.Entries {
 		if !f.Match(e) {
+			if len(named.Records) > 0 && e.Mark != nil && named.Match(e) { // named, handled already
+				res.Skipped = append(res.Skipped, Refusal{Record: e.Ref(), Reason: handled(e.Mark)})
+			}
 			continue
 		}
 		if req.Limit > 0 && len(res.Entries) >= req.Limit {

@@ -383,3 +383,39 @@ func TestRedriveToAMissingTierIsRefused(t *testing.T) {
 		t.Errorf("%d DLQ records after the refused redrive, want %d", len(after.Entries), len(snap.Entries))
 	}
 }
+
+// TestANamedRecordHandledAlreadyIsSaidSo: redriving (or discarding) a
+// record named by Filter.Records that was redriven or discarded already
+// moves nothing and says what became of it, by whom and in which
+// operation, dry run or not, instead of "selected 0" alone.
+func TestANamedRecordHandledAlreadyIsSaidSo(t *testing.T) {
+	e := newEnv(t, 2, 50*time.Millisecond, 100*time.Millisecond)
+	c := e.client()
+	snap := deadLetter(t, e, c, 2)
+	redriven, discarded := snap.Entries[0].Ref(), snap.Entries[1].Ref()
+	first, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Filter: dlq.Filter{Records: []string{redriven}}, Rate: -1, By: "alice"})
+	if err != nil || first.Moved != 1 {
+		t.Fatalf("redrive: %+v, %v", first, err)
+	}
+	second, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionDiscard, Filter: dlq.Filter{Records: []string{discarded}}, Rate: -1, By: "bob", Reason: "duplicate order"})
+	if err != nil || second.Moved != 1 {
+		t.Fatalf("discard: %+v, %v", second, err)
+	}
+	for _, dry := range []bool{true, false} {
+		res, err := c.Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Filter: dlq.Filter{Records: []string{redriven, discarded}}, Rate: -1, By: "carol", DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Moved != 0 || len(res.Entries) != 0 || len(res.Skipped) != 2 {
+			t.Fatalf("dry run %v: %+v; want nothing moved and both skipped", dry, res)
+		}
+		for i, want := range []string{
+			"already redriven by alice at ", "(op " + first.Op + ")",
+			"already discarded by bob at ", "(op " + second.Op + "): duplicate order",
+		} {
+			if got := res.Skipped[i/2]; !strings.Contains(got.Reason, want) {
+				t.Errorf("dry run %v: skipped %s: %q, want %q", dry, got.Record, got.Reason, want)
+			}
+		}
+	}
+}

@@ -168,6 +168,9 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 	for _, f := range r.Refused {
 		fmt.Fprintf(w, "refused %s: %s\n", spellRef(f.Record), f.Reason)
 	}
+	for _, f := range r.Skipped {
+		fmt.Fprintf(w, "not moved %s: %s\n", spellRef(f.Record), f.Reason)
+	}
 }
 
 // spellRef spells a record reference P/O out as "partition P offset O".
