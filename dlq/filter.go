@@ -190,7 +190,7 @@ func (snap *Snapshot) CheckRecords(topic string, refs []string) error {
 		case start == end:
 			return fmt.Errorf("%w: record %s: partition %d of %s holds no records (log start offset and last stable offset %d)", ErrNoRecord, ref, p, topic, end)
 		case o < start || o >= end:
-			return fmt.Errorf("%w: record %s: partition %d of %s holds offsets %d to %d (log start offset %d, last stable offset %d)", ErrNoRecord, ref, p, topic, start, end-1, start, end)
+			return fmt.Errorf("%w: record %s: partition %d of %s holds offsets %d to %d (records and transaction markers; log start offset %d, last stable offset %d)", ErrNoRecord, ref, p, topic, start, end-1, start, end)
 		}
 	}
 	return nil

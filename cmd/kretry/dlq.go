@@ -181,6 +181,12 @@ func (f *dlqFlags) check() error {
 		return errors.New("--topic is required")
 	}
 	if f.sub == dlqShowCmd {
+		if isSet(f.fs, "record") && (isSet(f.fs, "partition") || isSet(f.fs, "offset")) {
+			return errors.New("--record P/O names the partition and the offset: give it, or --partition and --offset, not both")
+		}
+		if *f.partition < 0 {
+			return fmt.Errorf("--partition %d: want a partition of 0 or more, as kretry dlq list prints it", *f.partition)
+		}
 		if *f.offset < 0 {
 			return errors.New("--record P/O (or --offset N) is required: the DLQ record, as kretry dlq list prints it")
 		}
@@ -311,7 +317,8 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 					return printShow(stdout, e, *f.json)
 				}
 			}
-			return fmt.Errorf("no record at partition %d offset %d of the DLQ (kretry dlq list prints the offsets)", *f.partition, *f.offset)
+			return fmt.Errorf("%w: partition %d offset %d of %s holds no record: a transaction's commit marker (each transaction that wrote to the DLQ leaves one such offset) or a record compaction removed; kretry dlq list --state all prints the offsets of its records",
+				dlq.ErrNoRecord, *f.partition, *f.offset, f.dlqTopic)
 		}
 		return printList(stdout, snap.Entries, &f.filter, int(*f.limit), *f.newest, *f.json)
 	}

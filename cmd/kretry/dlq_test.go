@@ -105,6 +105,16 @@ func TestDLQCommands(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errs, "<partition>/<offset>") {
 		t.Fatalf("show --record 1: exit %d, %s", code, errs)
 	}
+	for _, tc := range []struct{ args, want string }{
+		{"--record 0/1 --partition 1", "give it, or --partition and --offset, not both"},
+		{"--offset 1 --record 0/1", "give it, or --partition and --offset, not both"},
+		{"--partition -1 --offset 0", "--partition -1: want a partition of 0 or more"},
+	} {
+		code, _, errs = kretry(t, append([]string{"dlq", "show", "-c", path, "--topic", "orders"}, strings.Fields(tc.args)...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("show %s: exit %d, %q; want %d and %q", tc.args, code, errs, exitUsage, tc.want)
+		}
+	}
 
 	// Not a DLQ: a tier, an unknown topic (exit 2, naming what to pass).
 	code, _, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders.retry.1m")
@@ -253,5 +263,47 @@ func TestDLQWithNoBrokerPrintsOneError(t *testing.T) {
 	}
 	if s := errb.String(); strings.Count(strings.TrimSpace(s), "\n") != 0 || !strings.Contains(s, "kafka.brokers") || strings.Contains(s, "level=WARN") {
 		t.Errorf("stderr:\n%s\nwant one line naming kafka.brokers, no client warnings", s)
+	}
+}
+
+// TestDLQShowAMarker: an offset inside the DLQ's range that holds no
+// record (a transaction's commit marker) is said to be one, with the
+// same exit (2) as an offset outside the range.
+func TestDLQShowAMarker(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.TransactionalID("test-marker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "orders.dlq", "orders.retry.1m"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := retrytopics.Move{Origin: retrytopics.Origin{Topic: "orders", Timestamp: time.Now(), Attempts: 1}, Value: []byte("order"),
+		Topic: "orders.dlq", Failure: retrytopics.Failure{Class: delivery.ClassPermanent, Status: 422, Message: "status 422", At: time.Now()}, Group: "orders-kretry"}
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, m.Record()).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, fmt.Sprintf("embedded: {listen: %q}\napp: {url: http://127.0.0.1:8080/kafka}\ntopics: [{name: orders, retry: {tiers: [1m]}}]\n", b.Addrs()[0]))
+	if code, out, errs := kretry(t, "dlq", "show", "-c", path, "--topic", "orders", "--record", "0/0"); code != exitOK {
+		t.Fatalf("show 0/0: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs := kretry(t, "dlq", "show", "-c", path, "--topic", "orders", "--record", "0/1")
+	if want := "partition 0 offset 1 of orders.dlq holds no record: a transaction's commit marker"; code != exitUsage || !strings.Contains(errs, want) {
+		t.Errorf("show 0/1 (the marker): exit %d, %q; want %d and %q", code, errs, exitUsage, want)
 	}
 }
