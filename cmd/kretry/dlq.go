@@ -148,15 +148,19 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	f.key = fs.String("key", "", "record `KEY`, its bytes as given")
 	f.grep = fs.String("grep", "", "`TEXT` in the error message (case-insensitive)")
 	fs.Var(&f.headers, "header", "original header `K=V` (or K: present), repeatable")
-	fs.Var(&f.records, "record", "only DLQ record `P/O` (partition/offset), repeatable")
+	fs.Var(&f.records, "record", "only DLQ record `P/O` (partition/offset), repeatable or comma-separated")
 	f.limit = fs.Int64("limit", 0, "at most `N` records (default 0: all)")
 	if sub == dlqListCmd {
-		fs.Var(&f.states, "state", "`STATE` waiting, redriven, discarded or all, repeatable (default waiting)")
+		fs.Var(&f.states, "state", "`STATE` waiting, redriven, discarded or all, repeatable or comma-separated (default waiting)")
 		f.newest = fs.Bool("newest", false, "newest first (default oldest first)")
 		return f
 	}
 	f.rate = fs.Float64("rate", dlq.DefaultRate, "records/s `N`; 0 for no limit")
-	f.dryRun = fs.Bool("dry-run", false, "print what would move, move nothing")
+	dry := "print what would be redriven, move nothing"
+	if sub == dlqDiscardCmd {
+		dry = "print what would be discarded, discard nothing"
+	}
+	f.dryRun = fs.Bool("dry-run", false, dry)
 	f.quiet = fs.Bool("quiet", false, "no progress bar")
 	f.by = fs.String("by", defaultBy(), "`NAME` recorded as who did it (default $USER@host)")
 	if sub == dlqDiscardCmd {
@@ -199,6 +203,9 @@ func (f *dlqFlags) check() error {
 	if *f.limit < 0 {
 		return fmt.Errorf("--limit %d: want 0 (all) or more", *f.limit)
 	}
+	if f.by != nil && strings.TrimSpace(*f.by) == "" {
+		return errors.New("--by is empty: want a name, recorded as who did it (default $USER@host)")
+	}
 	if f.rate != nil && *f.rate < 0 {
 		return fmt.Errorf("--rate %g: want records/s, or 0 for no limit", *f.rate)
 	}
@@ -238,6 +245,10 @@ func (f *dlqFlags) checkFilter() error {
 	if fl.Until, err = parseWhen(*f.until); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
+	if !fl.Since.IsZero() && !fl.Until.IsZero() && !fl.Since.Before(fl.Until) {
+		return fmt.Errorf("--since %s (%s) is not before --until %s (%s): no record can match; a duration counts back from now, so the larger one is the --since",
+			*f.since, fl.Since.UTC().Format(time.RFC3339), *f.until, fl.Until.UTC().Format(time.RFC3339))
+	}
 	if isSet(f.fs, "key") {
 		fl.Key, fl.HasKey = []byte(*f.key), true
 	}
@@ -249,13 +260,13 @@ func (f *dlqFlags) checkFilter() error {
 		}
 		fl.Headers = append(fl.Headers, m)
 	}
-	for _, r := range f.records {
+	for _, r := range splitAll(f.records) {
 		if err := dlq.ParseRecord(r); err != nil {
 			return fmt.Errorf("--record: %w", err)
 		}
 		fl.Records = append(fl.Records, r)
 	}
-	for _, s := range f.states {
+	for _, s := range splitAll(f.states) {
 		switch dlq.State(s) {
 		case dlq.Waiting, dlq.Redriven, dlq.Discarded:
 			fl.States = append(fl.States, dlq.State(s))
@@ -268,7 +279,20 @@ func (f *dlqFlags) checkFilter() error {
 	return nil
 }
 
+// splitAll is the values of a repeatable flag, each also split at commas.
+func splitAll(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			out = append(out, strings.TrimSpace(s))
+		}
+	}
+	return out
+}
+
 // parseWhen reads an RFC 3339 time or a duration before now; "" is zero.
+// Its error says what to write: the hours of a count of days, the zone a
+// time lacks.
 func parseWhen(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -277,10 +301,22 @@ func parseWhen(s string) (time.Time, error) {
 		return time.Now().Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T10:00:00Z) or a duration ago (2h)", s)
+	switch {
+	case err == nil:
+		return t, nil
+	case zoneless(s):
+		return time.Time{}, fmt.Errorf("%q has no time zone: add Z for UTC (%sZ) or an offset (%s+01:00)", s, s, s)
 	}
-	return t, nil
+	if h, ok := config.DaysInHours(s); ok {
+		return time.Time{}, fmt.Errorf("%q: a duration has no day unit, write %q (or an RFC 3339 time)", s, h)
+	}
+	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T10:00:00Z) or a duration ago (2h)", s)
+}
+
+// zoneless reports whether s is an RFC 3339 time but for its zone.
+func zoneless(s string) bool {
+	_, err := time.Parse("2006-01-02T15:04:05.999999999", s)
+	return err == nil
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -307,3 +307,28 @@ func TestDLQShowAMarker(t *testing.T) {
 		t.Errorf("show 0/1 (the marker): exit %d, %q; want %d and %q", code, errs, exitUsage, want)
 	}
 }
+
+// TestDLQFilterFlagsSayWhatToWrite: a count of days, a time without its
+// zone, a window that ends before it starts and an empty --by are usage
+// errors that say what to write; --state and --record take commas as
+// --class and --status do.
+func TestDLQFilterFlagsSayWhatToWrite(t *testing.T) {
+	path := dlqEnv(t)
+	for _, tc := range []struct{ args, want string }{
+		{"list --since 7d", `"7d": a duration has no day unit, write "168h"`},
+		{"list --until 2026-12-07T01:00:00", `"2026-12-07T01:00:00" has no time zone: add Z for UTC (2026-12-07T01:00:00Z)`},
+		{"list --since 2h --until 3h", "--since 2h ("},
+		{"redrive --dry-run --by= ", "--by is empty"},
+		{"list --state waiting,bogus", `--state "bogus": want waiting, redriven, discarded or all`},
+	} {
+		code, out, errs := kretry(t, append([]string{"dlq"}, append(strings.Fields(tc.args), "-c", path, "--topic", "orders")...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("dlq %s: exit %d, want %d and %q\n%s%s", tc.args, code, exitUsage, tc.want, out, errs)
+		}
+	}
+	code, out, errs := kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--state", "waiting,redriven", "--record", "0/0,0/2", "--json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); code != exitOK || err != nil || len(rows) != 2 || rows[0]["record"] != "0/0" || rows[1]["record"] != "0/2" {
+		t.Errorf("--state and --record with commas: exit %d, %v\n%s%s", code, err, out, errs)
+	}
+}
