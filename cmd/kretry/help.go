@@ -240,7 +240,11 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "kretry %s: %s\nRun 'kretry %s -h' for help.\n", c.name, flagError(fs, err), c.name)
 		return exitUsage, true
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "kretry %s: unexpected argument %q\nRun 'kretry %s -h' for help.\n", c.name, fs.Arg(0), c.name)
+		hint := ""
+		if fs.Lookup("c") != nil && (strings.HasSuffix(fs.Arg(0), ".yaml") || strings.HasSuffix(fs.Arg(0), ".yml")) {
+			hint = fmt.Sprintf(" (a config file is given with -c: kretry %s -c %s)", c.name, fs.Arg(0))
+		}
+		fmt.Fprintf(stderr, "kretry %s: unexpected argument %q%s\nRun 'kretry %s -h' for help.\n", c.name, fs.Arg(0), hint, c.name)
 		return exitUsage, true
 	}
 	return exitOK, false

@@ -168,6 +168,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"gameday", "--zzzzzz"}, "kretry gameday: unknown flag --zzzzzz\nRun"},
 		{[]string{"lag", "--interval", "x"}, `kretry lag: invalid value "x" for --interval: not a duration`},
 		{[]string{"validate", "-c", "x.yaml", "extra"}, `unexpected argument "extra"`},
+		{[]string{"broker", "--listen", "9999"}, `kretry broker: --listen "9999": want HOST:PORT, such as 127.0.0.1:9092`},
+		{[]string{"validate", "config.yaml"}, `unexpected argument "config.yaml" (a config file is given with -c: kretry validate -c config.yaml)`},
 		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--topic and --key are required"},
 		{[]string{"parking", "hold"}, "kretry parking: unknown subcommand \"hold\"\nRun"},
 		{[]string{"parking", "relase"}, `unknown subcommand "relase" (did you mean 'kretry parking release'?)`},

@@ -104,13 +104,20 @@ func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byt
 // has ordering none).
 func parkingTopicOf(cfg *config.Config, name, path string, stderr io.Writer) (*config.Topic, int) {
 	var t *config.Topic
+	var known []string
 	for i := range cfg.Topics {
-		if cfg.Topics[i].Name == name {
-			t = &cfg.Topics[i]
+		c := &cfg.Topics[i]
+		switch {
+		case c.Name == name:
+			t = c
+		case name == c.Parking.Topic || name == c.DLQ.Topic || slices.Contains(c.Retry.Topics, name):
+			fmt.Fprintf(stderr, "kretry parking release: %q is a topic of %q's pipeline, not its source: pass --topic %s\n", name, c.Name, c.Name)
+			return nil, exitUsage
 		}
+		known = append(known, c.Name)
 	}
 	if t == nil {
-		fmt.Fprintf(stderr, "kretry parking release: topic %q is not in %s\n", name, path)
+		fmt.Fprintf(stderr, "kretry parking release: topic %q is not a topics[].name of %s (known: %s)\n", name, path, strings.Join(known, ", "))
 		return nil, exitUsage
 	}
 	if !t.Ordering.Parks() {

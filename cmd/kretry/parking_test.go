@@ -108,6 +108,14 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 		t.Errorf("--partition 1: stderr %q, want %q", errb.String(), want)
 	}
 
+	// The parking topic (or any stage) for --topic: exit 2, naming the
+	// source to pass.
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders.parking", "--key", key}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "pass --topic orders") {
+		t.Errorf("--topic orders.parking: exit %d, stderr %q; want %d and the source to pass", code, errb.String(), exitUsage)
+	}
+
 	// A --partition the parking topic does not have, or below -1, is a bad
 	// flag: exit 2 with the range.
 	for _, tc := range []struct{ n, want string }{

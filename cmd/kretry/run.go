@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -171,6 +172,10 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if *partitions < 1 {
 		fmt.Fprintf(stderr, "kretry broker: --partitions %d must be at least 1\n", *partitions)
+		return exitUsage
+	}
+	if _, port, err := net.SplitHostPort(*listen); err != nil || port == "" {
+		fmt.Fprintf(stderr, "kretry broker: --listen %q: want HOST:PORT, such as %s (:PORT for every interface)\n", *listen, config.DefaultEmbeddedListen)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
