@@ -321,7 +321,8 @@ type Topic struct {
 type Parking struct {
 	// Topic defaults to <name>.parking.
 	Topic string `koanf:"topic"`
-	// MaxRecords bounds the parked records per partition (default 10000).
+	// MaxRecords bounds the parked records per partition (default 10000,
+	// also when 0: parking is never unbounded).
 	// At the bound the source partition pauses until parked records are
 	// released: back-pressure, never a drop.
 	MaxRecords int `koanf:"max_records"`

@@ -87,7 +87,8 @@ const (
 //     other).
 //   - ordering: key, partition or none.
 //   - on_dead_letter: release, dead_letter or hold.
-//   - parking.max_records: at least 1.
+//   - parking.max_records: at least 1 (0 is taken as absent: the default,
+//     set by SetDefaults; there is no unbounded parking).
 //   - retry.tiers: each at least 1ms and a whole number of ms (the topic
 //     name and the due-time header carry ms), strictly increasing.
 //   - retry.jitter: in [0, 1].
