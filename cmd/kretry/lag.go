@@ -177,9 +177,9 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 	fmt.Fprintf(w, "kretry lag — %s, scan took %s", s.Time.UTC().Format(time.RFC3339), s.Duration.Round(time.Millisecond))
 	switch {
 	case !watch:
-		fmt.Fprintf(w, "; one scan: the status needs %d (--watch)\n", window)
+		fmt.Fprintf(w, "; one scan: the status needs %d (--watch), until then a partition with lag shows -\n", window)
 	case scans < window:
-		fmt.Fprintf(w, "; scan %d of the %d the status needs\n", scans, window)
+		fmt.Fprintf(w, "; scan %d of the %d the status needs (a partition with lag shows - until then)\n", scans, window)
 	default:
 		fmt.Fprintln(w)
 	}
@@ -187,7 +187,7 @@ func printLag(w io.Writer, s *lag.Snapshot, window, scans int, watch bool, sig *
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	printGroups(tw, s.Groups)
 	if len(s.Rows) > 0 {
-		printRows(tw, s.Rows)
+		printRows(tw, s.Rows, scans >= window)
 	}
 	if len(s.DLQ) > 0 {
 		printDLQ(w, tw, s.DLQ, path)
@@ -212,18 +212,43 @@ func printGroups(tw *tabwriter.Writer, groups []lag.GroupInfo) {
 }
 
 // printRows writes to tw the table of the groups' partitions: offsets,
-// lag (records), age and status.
-func printRows(tw *tabwriter.Writer, rows []lag.Row) {
+// lag (records), age and status. Before the status has its scans
+// (judged false), a partition with lag has no verdict yet: its STATUS is
+// "-", not the OK the evaluation gives it (lag.Evaluate, rule 3). A topic
+// that a kretry group committed on but that is none of its config's
+// stages (a tier removed from retry.tiers) is said to be consumed by
+// nothing.
+func printRows(tw *tabwriter.Writer, rows []lag.Row, judged bool) {
+	kretry := map[string]bool{}
+	for _, r := range rows {
+		kretry[r.Group] = kretry[r.Group] || r.Stage != ""
+	}
 	fmt.Fprintln(tw, "\nGROUP\tTOPIC\tPARTITION\tSTAGE\tCOMMITTED\tLOG START\tEND\tLAG\tAGE\tSTATUS\tNOTE")
 	for _, r := range rows {
 		committed := "-"
 		if r.Committed >= 0 {
 			committed = fmt.Sprint(r.Committed)
 		}
+		status := r.Status.String()
+		if !judged && r.Status == lag.StatusOK && r.Lag > 0 && r.Error == "" {
+			status = "-"
+		}
+		n := note(r)
+		if r.Stage == "" && kretry[r.Group] {
+			n = join(n, "not a stage of the config: nothing consumes it (a tier removed from retry.tiers?)")
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, orDash(r.Stage),
-			committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), r.Status, note(r))
+			committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), status, n)
 	}
 	tw.Flush()
+}
+
+// join is a and b joined by ", ", either possibly empty.
+func join(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + ", " + b
 }
 
 // printDLQ writes to tw the table of the DLQ partitions (rows, at least

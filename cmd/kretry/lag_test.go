@@ -99,8 +99,9 @@ func TestLagCommandTable(t *testing.T) {
 		}
 	}
 	// The age is about 90s: the records were written 90s before the scan.
-	if !regexp.MustCompile(`(?m)^orders-kretry  orders           0          source   2          0          5    3    1m3[0-9]s  OK\s*$`).MatchString(s) {
-		t.Error("no row for orders[0] with lag 3 and an age of 1m3Xs")
+	// One scan: a partition with lag has no verdict yet ("-", not OK).
+	if !regexp.MustCompile(`(?m)^orders-kretry  orders           0          source   2          0          5    3    1m3[0-9]s  -\s*$`).MatchString(s) {
+		t.Error("no row for orders[0] with lag 3, an age of 1m3Xs and no status yet (-)")
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s", s)
@@ -252,5 +253,49 @@ func TestShellWord(t *testing.T) {
 		if got := shellWord(in); got != want {
 			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestLagNamesATopicNoStageConsumes: a kretry group's commit on a topic
+// that is none of its config's stages (a tier since removed from
+// retry.tiers, records still in it) is said to be consumed by nothing.
+func TestLagNamesATopicNoStageConsumes(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	adm := kadm.NewClient(cl)
+	for _, topic := range []string{"orders", "orders.dlq", "orders.parking", "orders.retry.1m", "orders.retry.10s"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders.retry.10s", Value: []byte("waiting")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var os kadm.Offsets
+	os.AddOffset("orders", 0, 0, -1)
+	os.AddOffset("orders.retry.10s", 0, 0, -1)
+	if err := adm.CommitAllOffsets(ctx, "orders-kretry", os); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, fmt.Sprintf("embedded: {listen: %q}\napp: {url: http://127.0.0.1:8080/kafka}\nlag: {window: 2, timeout: 3s}\ntopics:\n  - name: orders\n    retry: {tiers: [1m]}\n", b.Addrs()[0]))
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"lag", "-c", path, "--metrics", "none"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !regexp.MustCompile(`(?m)^orders-kretry\s+orders\.retry\.10s\s+0\s+-\s.*not a stage of the config: nothing consumes it`).MatchString(out.String()) {
+		t.Errorf("no note on orders.retry.10s:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "orders.retry.1m  0          tier-1   -          0          0    0    0s     OK      no commit (from log start), not a stage") {
+		t.Errorf("a stage of the config is said to be none:\n%s", out.String())
 	}
 }
