@@ -89,13 +89,30 @@ One scan exits 1 when it could not measure everything.`,
 	}
 	parkingCmd = &command{
 		name:     "parking",
-		synopsis: "parking release -c FILE --topic TOPIC --key KEY [--partition N]",
+		synopsis: "parking list|release -c FILE --topic TOPIC …",
 		purpose:  "operator actions on parking topics",
 		about: `Subcommands:
+  list      the keys parked or blocked, with their state (held ones wait for release)
   release   release a key held in parking (on_dead_letter: hold)
 
-Run 'kretry parking release -h' for its flags.`,
-		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
+Run 'kretry parking list -h' or 'kretry parking release -h' for their flags.`,
+		example: "kretry parking list -c config.yaml --topic orders --held",
+	}
+	parkingListCmd = &command{
+		name:     "parking list",
+		synopsis: "parking list -c FILE --topic TOPIC [--held] [--json]",
+		purpose:  "list the keys parked or blocked, with their state",
+		about: `Reads the topic's parking topic past its group's committed offsets, as
+the partition's owner replays it on assignment, and prints each key that
+is not idle: its partition, state (blocked: a record of the key is still
+in a retry tier, its HEAD; held: that record was dead-lettered under
+on_dead_letter: hold and the parked records wait for kretry parking
+release; releasing: they are being delivered; dead-lettering: they
+follow it to the DLQ), and how many records are parked. It needs the
+brokers: with kafka.brokers [embedded] it dials embedded.listen, where
+` + "`kretry run`" + ` or ` + "`kretry broker`" + ` must be running.`,
+		example: "kretry parking list -c config.yaml --topic orders --held",
+		short:   map[string]string{"config": "c"},
 	}
 	parkingReleaseCmd = &command{
 		name:     "parking release",
@@ -104,9 +121,13 @@ Run 'kretry parking release -h' for its flags.`,
 		about: `Writes a release op for the key to the topic's parking topic; the
 instance that owns that partition then delivers the key's parked records
 in order. It finds the parking partition(s) where the key is parked
-(producers do not agree on the key hash) unless --partition is given. A
-key that is not parked (nor blocked) exits 1; a --partition the parking
-topic does not have exits 2. It needs the brokers: with kafka.brokers
+(producers do not agree on the key hash; --partition narrows it to one)
+and writes only where the key is held: a key whose record is still in a
+retry tier, whose parked records are already being released or go to the
+DLQ, or that is parked nowhere exits 1 with the reason, nothing written
+(kretry parking list shows each key's state). A --partition the parking
+topic does not have exits 2; one where the key is found nowhere gets the
+release anyway, said so. It needs the brokers: with kafka.brokers
 [embedded] it dials embedded.listen, where ` + "`kretry run`" + ` or ` + "`kretry broker`" + `
 must be running.`,
 		example: "kretry parking release -c config.yaml --topic orders --key customer-42",
@@ -191,7 +212,7 @@ records stay in the DLQ for audit and no longer count as waiting.`,
 )
 
 // commands in the order of the top-level usage.
-var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingReleaseCmd,
+var commands = []*command{runCmd, demoCmd, gamedayCmd, brokerCmd, validateCmd, lagCmd, parkingListCmd, parkingReleaseCmd,
 	dlqListCmd, dlqShowCmd, dlqStatsCmd, dlqRedriveCmd, dlqDiscardCmd, versionCmd, helpCmd}
 
 // dlqSubcommands are the subcommands of `kretry dlq`.

@@ -33,8 +33,10 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
 		parkingCmd.help(stdout, nil)
 		return exitOK
+	case args[0] == "list":
+		return cmdParkingList(ctx, args[1:], stdout, stderr)
 	case args[0] != "release":
-		fmt.Fprint(stderr, unknownSubcommand("parking", args[0], []string{"release"}))
+		fmt.Fprint(stderr, unknownSubcommand("parking", args[0], []string{"list", "release"}))
 		return exitUsage
 	}
 	fs := parkingReleaseCmd.flagSet(stderr)
@@ -57,7 +59,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	t, code := parkingTopicOf(cfg, *topic, *path, stderr)
+	t, code := parkingTopicOf(parkingReleaseCmd, cfg, *topic, *path, stderr)
 	if code != exitOK {
 		return code
 	}
@@ -100,9 +102,9 @@ func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byt
 }
 
 // parkingTopicOf is source topic name's config, which must park (exit
-// code exitUsage, said on stderr, when it is not in the config at path or
-// has ordering none).
-func parkingTopicOf(cfg *config.Config, name, path string, stderr io.Writer) (*config.Topic, int) {
+// code exitUsage, said on stderr for command cmd, when it is not in the
+// config at path or has ordering none).
+func parkingTopicOf(cmd *command, cfg *config.Config, name, path string, stderr io.Writer) (*config.Topic, int) {
 	var t *config.Topic
 	var known []string
 	for i := range cfg.Topics {
@@ -111,17 +113,17 @@ func parkingTopicOf(cfg *config.Config, name, path string, stderr io.Writer) (*c
 		case c.Name == name:
 			t = c
 		case name == c.Parking.Topic || name == c.DLQ.Topic || slices.Contains(c.Retry.Topics, name):
-			fmt.Fprintf(stderr, "kretry parking release: %q is a topic of %q's pipeline, not its source: pass --topic %s\n", name, c.Name, c.Name)
+			fmt.Fprintf(stderr, "kretry %s: %q is a topic of %q's pipeline, not its source: pass --topic %s\n", cmd.name, name, c.Name, c.Name)
 			return nil, exitUsage
 		}
 		known = append(known, c.Name)
 	}
 	if t == nil {
-		fmt.Fprintf(stderr, "kretry parking release: topic %q is not a topics[].name of %s (known: %s)\n", name, path, strings.Join(known, ", "))
+		fmt.Fprintf(stderr, "kretry %s: topic %q is not a topics[].name of %s (known: %s)\n", cmd.name, name, path, strings.Join(known, ", "))
 		return nil, exitUsage
 	}
 	if !t.Ordering.Parks() {
-		fmt.Fprintf(stderr, "kretry parking release: topic %q has ordering none: nothing is ever parked\n", name)
+		fmt.Fprintf(stderr, "kretry %s: topic %q has ordering none: nothing is ever parked\n", cmd.name, name)
 		return nil, exitUsage
 	}
 	return t, exitOK
@@ -231,11 +233,26 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 }
 
 // findParked returns the parking partitions holding records or ops of key
-// past the group's committed offsets, read up to each partition's last
-// stable offset when called, each with the key's state they make up. cl is the command's client; the reader of the
-// parking topic is a second client from kc (same TLS, SASL and seed
-// brokers), as it consumes.
+// past the group's committed offsets, each with the key's state they make
+// up (readParking).
 func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) (map[int32]*parking.Lookup, error) {
+	keys, err := readParking(ctx, kc, cl, t, func(k []byte) bool { return string(k) == string(key) })
+	if err != nil {
+		return nil, err
+	}
+	found := map[int32]*parking.Lookup{}
+	for p, ks := range keys {
+		found[p] = ks[string(key)]
+	}
+	return found, nil
+}
+
+// readParking reads t's parking topic past the group's committed offsets,
+// up to each partition's last stable offset when called, and returns the
+// state of each key that want accepts, by partition and key. cl is the
+// command's client; the reader of the parking topic is a second client
+// from kc (same TLS, SASL and seed brokers), as it consumes.
+func readParking(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, want func(key []byte) bool) (map[int32]map[string]*parking.Lookup, error) {
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(ctx, t.Group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
@@ -255,15 +272,22 @@ func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *con
 			from[o.Partition] = c.At
 		}
 	})
-	found := map[int32]*parking.Lookup{}
+	found := map[int32]map[string]*parking.Lookup{}
 	err = topicread.Range(ctx, kc.Opts(), t.Parking.Topic, true, from, end, func(r *kgo.Record) {
-		if string(r.Key) != string(key) {
+		if !want(r.Key) {
 			return
 		}
-		if found[r.Partition] == nil {
-			found[r.Partition] = &parking.Lookup{}
+		ks := found[r.Partition]
+		if ks == nil {
+			ks = map[string]*parking.Lookup{}
+			found[r.Partition] = ks
 		}
-		found[r.Partition].Add(r)
+		l := ks[string(r.Key)]
+		if l == nil {
+			l = &parking.Lookup{}
+			ks[string(r.Key)] = l
+		}
+		l.Add(r)
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,70 @@ func TestParkingReleaseRefusesARetryingHead(t *testing.T) {
 	}
 	if o, _ := n.Lookup("orders.parking", 1); o.Offset != int64(len(blocked)) {
 		t.Errorf("orders.parking partition 1 ends at %d, want %d: a release was written", o.Offset, len(blocked))
+	}
+}
+
+// TestParkingList: the keys that are not idle, each with its partition,
+// state, parked records and head; --held keeps the held ones; --json.
+func TestParkingList(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "orders.parking"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pt = "orders.parking"
+	op := func(p int32, key, kind, ref string) *kgo.Record { return parking.OpRecord(pt, p, []byte(key), kind, ref) }
+	parked := func(p int32, key string) *kgo.Record {
+		return &kgo.Record{Topic: pt, Partition: p, Key: []byte(key), Value: []byte("parked")}
+	}
+	hold := string(flow.OnDeadLetterHold)
+	recs := []*kgo.Record{
+		op(0, "held-key", parking.OpBlock, "orders/0/1"), parked(0, "held-key"), parked(0, "held-key"),
+		op(0, "held-key", parking.OpRelease, parking.ReleaseRef(hold, "orders/0/1")),
+		op(1, "retrying-key", parking.OpBlock, "orders/1/4"), parked(1, "retrying-key"),
+		op(1, "done-key", parking.OpBlock, "orders/1/2"), op(1, "done-key", parking.OpRelease, parking.ReleaseRef(parking.VerdictOK, "orders/1/2")),
+		op(1, "done-key", parking.OpUnblock, ""),
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{
+		"0          held-key      held     2       -",
+		"1          retrying-key  blocked  1       orders/1/4",
+		"2 keys in orders.parking, 1 held: release one with kretry parking release -c " + cfg + " --topic orders --key KEY",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("list lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "done-key") {
+		t.Errorf("an idle key is listed:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders", "--held", "--json"}, &out, &errb); code != exitOK {
+		t.Fatalf("--held --json: exit %d: %s", code, errb.String())
+	}
+	var rows []parkedKey
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].Key != "held-key" || rows[0].State != "held" || rows[0].Parked != 2 || string(rows[0].KeyBytes) != "held-key" {
+		t.Errorf("--held --json: %v, %+v\n%s", err, rows, out.String())
 	}
 }

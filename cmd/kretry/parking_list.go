@@ -1,0 +1,121 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kretry/kretry/parking"
+)
+
+// parkedKey is one row of `kretry parking list`: a key's state in one
+// parking partition, as the partition's owner would rebuild it.
+type parkedKey struct {
+	Partition int32  `json:"partition"`
+	Key       string `json:"key"`     // as printed: text, or 0x… hex
+	KeyBytes  []byte `json:"key_b64"` // the key's bytes (base64 in JSON)
+	State     string `json:"state"`   // blocked, releasing, held, dead-lettering
+	Parked    int    `json:"parked"`  // parked records not yet delivered or dead-lettered
+	Head      string `json:"head,omitempty"`
+}
+
+// cmdParkingList is `kretry parking list`: the keys parked or blocked in a
+// topic's parking topic, with their state; held ones are those an
+// operator releases (kretry parking release).
+func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := parkingListCmd.flagSet(stderr)
+	path := configFlag(fs)
+	topic := fs.String("topic", "", "source `TOPIC`, as in topics[].name (required)")
+	heldOnly := fs.Bool("held", false, "only the keys held under on_dead_letter: hold, which wait for kretry parking release")
+	asJSON := fs.Bool("json", false, "print a JSON array of the keys (partition, key, key_b64, state, parked, head)")
+	if code, done := parkingListCmd.parse(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *topic == "" {
+		fmt.Fprintln(stderr, "kretry parking list: --topic is required\nRun 'kretry parking list -h' for help.")
+		return exitUsage
+	}
+	cfg, code := loadConfig(parkingListCmd, *path, stderr)
+	if code != exitOK {
+		return code
+	}
+	t, code := parkingTopicOf(parkingListCmd, cfg, *topic, *path, stderr)
+	if code != exitOK {
+		return code
+	}
+	kc, err := commandClients(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
+		return exitFail
+	}
+	cl, err := kc.New()
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
+		return exitFail
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	keys, err := readParking(cctx, kc, cl, t, func([]byte) bool { return true })
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
+		return exitFail
+	}
+	rows := parkedKeys(keys, *heldOnly)
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(rows); err != nil {
+			return exitFail
+		}
+		return exitOK
+	}
+	printParked(stdout, rows, t.Parking.Topic, *topic, *path)
+	return exitOK
+}
+
+// parkedKeys are the rows of the keys that are not idle (only the held
+// ones with heldOnly), by partition and key.
+func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly bool) []parkedKey {
+	rows := []parkedKey{}
+	for p, ks := range keys {
+		for k, l := range ks {
+			st := l.State()
+			if st == parking.Idle || heldOnly && st != parking.Held {
+				continue
+			}
+			rows = append(rows, parkedKey{Partition: p, Key: printable([]byte(k), 40), KeyBytes: []byte(k),
+				State: st.String(), Parked: l.Parked(), Head: l.Head()})
+		}
+	}
+	slices.SortFunc(rows, func(a, b parkedKey) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Key, b.Key))
+	})
+	return rows
+}
+
+// printParked prints rows as a table, with what to do about held keys.
+func printParked(w io.Writer, rows []parkedKey, parkingTopic, source, path string) {
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "no key is parked or blocked in %s\n", parkingTopic)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tKEY\tSTATE\tPARKED\tHEAD IN A TIER")
+	held := 0
+	for _, r := range rows {
+		if r.State == parking.Held.String() {
+			held++
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", r.Partition, r.Key, r.State, r.Parked, orDash(r.Head))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d keys in %s, %d held", len(rows), parkingTopic, held)
+	if held > 0 {
+		fmt.Fprintf(w, ": release one with kretry parking release -c %s --topic %s --key KEY", shellWord(path), source)
+	}
+	fmt.Fprintln(w)
+}
