@@ -207,7 +207,9 @@ func TestParkingList(t *testing.T) {
 		}
 	}
 	const pt = "orders.parking"
-	op := func(p int32, key, kind, ref string) *kgo.Record { return parking.OpRecord(pt, p, []byte(key), kind, ref) }
+	op := func(p int32, key, kind, ref string) *kgo.Record {
+		return parking.OpRecord(pt, p, []byte(key), kind, ref)
+	}
 	parked := func(p int32, key string) *kgo.Record {
 		return &kgo.Record{Topic: pt, Partition: p, Key: []byte(key), Value: []byte("parked")}
 	}
