@@ -162,7 +162,7 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 	} else {
 		fmt.Fprintf(w, "selected %d, %s %d, refused %d in %s (op %s)\n", r.Selected, verb, r.Moved, len(r.Refused), r.Elapsed.Round(time.Millisecond), r.Op)
 		if r.Stopped {
-			fmt.Fprintf(w, "stopped before the end: %d left; run the same command again to continue (nothing moves twice)\n", len(r.Entries)-r.Moved)
+			fmt.Fprintf(w, "stopped before the end: %d left; run the same command again to continue (nothing moves twice; it selects anew, so records dead-lettered again meanwhile are selected too)\n", len(r.Entries)-r.Moved)
 		}
 	}
 	for _, f := range r.Refused {
