@@ -19,6 +19,7 @@ import (
 	"github.com/kretry/kretry/internal/topicread"
 	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/config"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // cmdParking is `kretry parking release`: it writes an operator release op
@@ -233,26 +234,47 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 }
 
 // findParked returns the parking partitions holding records or ops of key
-// past the group's committed offsets, each with the key's state they make
-// up (readParking).
+// past the group's committed offsets, each with the state of key's lane
+// there (readParking): with ordering partition the partition's one lane,
+// whose ops carry an empty key, in the partitions where key's records are.
 func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) (map[int32]*parking.Lookup, error) {
-	keys, err := readParking(ctx, kc, cl, t, func(k []byte) bool { return string(k) == string(key) })
+	lane := laneKey(t, key)
+	seen := map[int32]bool{}
+	lanes, err := readParking(ctx, kc, cl, t, func(r *kgo.Record) bool {
+		if string(r.Key) == string(key) {
+			seen[r.Partition] = true
+		}
+		return laneKey(t, r.Key) == lane
+	})
 	if err != nil {
 		return nil, err
 	}
 	found := map[int32]*parking.Lookup{}
-	for p, ks := range keys {
-		found[p] = ks[string(key)]
+	for p, ls := range lanes {
+		if seen[p] || t.Ordering != flow.OrderingPartition {
+			found[p] = ls[lane]
+		}
 	}
 	return found, nil
 }
 
+// laneKey is the key of the engine's lane that a parking record of key
+// belongs to: the key, or "" for every record with ordering partition (one
+// lane per partition; engine.laneFor).
+func laneKey(t *config.Topic, key []byte) string {
+	if t.Ordering == flow.OrderingPartition {
+		return ""
+	}
+	return string(key)
+}
+
 // readParking reads t's parking topic past the group's committed offsets,
 // up to each partition's last stable offset when called, and returns the
-// state of each key that want accepts, by partition and key. cl is the
-// command's client; the reader of the parking topic is a second client
-// from kc (same TLS, SASL and seed brokers), as it consumes.
-func readParking(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, want func(key []byte) bool) (map[int32]map[string]*parking.Lookup, error) {
+// state of each lane (laneKey) of the records that want accepts, by
+// partition and lane key. cl is the command's client; the reader of the
+// parking topic is a second client from kc (same TLS, SASL and seed
+// brokers), as it consumes.
+func readParking(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, want func(r *kgo.Record) bool) (map[int32]map[string]*parking.Lookup, error) {
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(ctx, t.Group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
@@ -274,7 +296,7 @@ func readParking(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *co
 	})
 	found := map[int32]map[string]*parking.Lookup{}
 	err = topicread.Range(ctx, kc.Opts(), t.Parking.Topic, true, from, end, func(r *kgo.Record) {
-		if !want(r.Key) {
+		if !want(r) {
 			return
 		}
 		ks := found[r.Partition]
@@ -282,10 +304,11 @@ func readParking(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *co
 			ks = map[string]*parking.Lookup{}
 			found[r.Partition] = ks
 		}
-		l := ks[string(r.Key)]
+		k := laneKey(t, r.Key)
+		l := ks[k]
 		if l == nil {
 			l = &parking.Lookup{}
-			ks[string(r.Key)] = l
+			ks[k] = l
 		}
 		l.Add(r)
 	})

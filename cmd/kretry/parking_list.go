@@ -10,14 +10,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kretry/kretry/parking"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // parkedKey is one row of `kretry parking list`: a key's state in one
 // parking partition, as the partition's owner would rebuild it.
 type parkedKey struct {
 	Partition int32  `json:"partition"`
-	Key       string `json:"key"`     // as printed: text, or 0x… hex
+	Key       string `json:"key"`     // as printed: text, or 0x… hex; "(whole partition)" with ordering partition
 	KeyBytes  []byte `json:"key_b64"` // the key's bytes (base64 in JSON)
 	State     string `json:"state"`   // blocked, releasing, held, dead-lettering
 	Parked    int    `json:"parked"`  // parked records not yet delivered or dead-lettered
@@ -61,12 +64,12 @@ func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	keys, err := readParking(cctx, kc, cl, t, func([]byte) bool { return true })
+	keys, err := readParking(cctx, kc, cl, t, func(*kgo.Record) bool { return true })
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
 		return exitFail
 	}
-	rows := parkedKeys(keys, *heldOnly)
+	rows := parkedKeys(keys, *heldOnly, t.Ordering == flow.OrderingPartition)
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(rows); err != nil {
 			return exitFail
@@ -78,8 +81,9 @@ func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 // parkedKeys are the rows of the keys that are not idle (only the held
-// ones with heldOnly), by partition and key.
-func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly bool) []parkedKey {
+// ones with heldOnly), by partition and key. With wholePartition (ordering
+// partition) each partition has one lane, named "(whole partition)".
+func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly, wholePartition bool) []parkedKey {
 	rows := []parkedKey{}
 	for p, ks := range keys {
 		for k, l := range ks {
@@ -87,7 +91,11 @@ func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly bool) []park
 			if st == parking.Idle || heldOnly && st != parking.Held {
 				continue
 			}
-			rows = append(rows, parkedKey{Partition: p, Key: printable([]byte(k), 40), KeyBytes: []byte(k),
+			name := printable([]byte(k), 40)
+			if wholePartition {
+				name = "(whole partition)"
+			}
+			rows = append(rows, parkedKey{Partition: p, Key: name, KeyBytes: []byte(k),
 				State: st.String(), Parked: l.Parked(), Head: l.Head()})
 		}
 	}

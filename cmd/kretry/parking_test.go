@@ -253,3 +253,50 @@ func TestParkingList(t *testing.T) {
 		t.Errorf("--held --json: %v, %+v\n%s", err, rows, out.String())
 	}
 }
+
+// TestParkingReleaseWithOrderingPartition: with ordering partition the
+// engine keeps one lane per partition, whose ops carry an empty key; the
+// parked records keep their own. A key's release goes to the partition
+// where its records are parked, judged by the partition's lane, and list
+// names the lane "(whole partition)".
+func TestParkingReleaseWithOrderingPartition(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "orders.parking"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pt, head = "orders.parking", "orders/1/3"
+	recs := []*kgo.Record{
+		parking.OpRecord(pt, 1, []byte{}, parking.OpBlock, head),
+		{Topic: pt, Partition: 1, Key: []byte("customer-7"), Value: []byte("parked")},
+		{Topic: pt, Partition: 1, Key: []byte("customer-9"), Value: []byte("parked")},
+		parking.OpRecord(pt, 1, []byte{}, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, ordering: partition, on_dead_letter: hold}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "1          (whole partition)  held   2") {
+		t.Errorf("list: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", "customer-9"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "partition 1") {
+		t.Errorf("release: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
