@@ -170,7 +170,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"validate", "-c", "x.yaml", "extra"}, `unexpected argument "extra"`},
 		{[]string{"broker", "--listen", "9999"}, `kretry broker: --listen "9999": want HOST:PORT, such as 127.0.0.1:9092`},
 		{[]string{"validate", "config.yaml"}, `unexpected argument "config.yaml" (a config file is given with -c: kretry validate -c config.yaml)`},
-		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--topic and --key are required"},
+		{[]string{"parking", "release", "-c", "x.yaml", "--topic", "orders"}, "--key KEY (or --key-hex HEX) is required"},
 		{[]string{"parking", "hold"}, "kretry parking: unknown subcommand \"hold\"\nRun"},
 		{[]string{"parking", "relase"}, `unknown subcommand "relase" (did you mean 'kretry parking release'?)`},
 		{[]string{"dlq", "lst"}, `unknown subcommand "lst" (did you mean 'kretry dlq list'?)`},

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -43,13 +45,22 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := parkingReleaseCmd.flagSet(stderr)
 	path := configFlag(fs)
 	topic := fs.String("topic", "", "source `TOPIC`, as in topics[].name (required)")
-	key := fs.String("key", "", "record `KEY` to release, its bytes as given (required)")
+	keyText := fs.String("key", "", "record `KEY` to release, its bytes as given (this or --key-hex is required, but with ordering partition and --partition)")
+	keyHex := fs.String("key-hex", "", "the key's bytes in `HEX`, as kretry parking list prints a binary key (0x…)")
 	partition := fs.Int("partition", -1, "write the release to parking partition `N` only; default: to every partition where the key is parked (found by reading the parking topic)")
 	if code, done := parkingReleaseCmd.parse(fs, args[1:], stdout, stderr); done {
 		return code
 	}
-	if *topic == "" || *key == "" {
-		fmt.Fprintln(stderr, "kretry parking release: --topic and --key are required\nRun 'kretry parking release -h' for help.")
+	if *topic == "" {
+		fmt.Fprintln(stderr, "kretry parking release: --topic is required\nRun 'kretry parking release -h' for help.")
+		return exitUsage
+	}
+	key, hasKey, err := releaseKey(fs, *keyText, *keyHex)
+	if err == nil && !hasKey && *partition < 0 {
+		err = errors.New("--key KEY (or --key-hex HEX) is required; with ordering partition, --partition N alone names the partition")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kretry parking release: %v\nRun 'kretry parking release -h' for help.\n", err)
 		return exitUsage
 	}
 	if *partition < -1 {
@@ -64,7 +75,30 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code != exitOK {
 		return code
 	}
-	return release(ctx, cfg, t, []byte(*key), *partition, stdout, stderr)
+	if !hasKey && (t.Ordering != flow.OrderingPartition || *partition < 0) {
+		fmt.Fprintln(stderr, "kretry parking release: --key KEY (or --key-hex HEX) is required; with ordering partition, --partition N alone names the partition\nRun 'kretry parking release -h' for help.")
+		return exitUsage
+	}
+	return release(ctx, cfg, t, key, *partition, stdout, stderr)
+}
+
+// releaseKey is the key --key or --key-hex give (hex with or without a 0x
+// prefix), and whether one was given: an empty --key is a key, the empty
+// one.
+func releaseKey(fs *flag.FlagSet, text, hexKey string) ([]byte, bool, error) {
+	switch {
+	case isSet(fs, "key") && isSet(fs, "key-hex"):
+		return nil, false, errors.New("--key and --key-hex name the same thing: give one")
+	case isSet(fs, "key-hex"):
+		b, err := hex.DecodeString(strings.TrimPrefix(hexKey, "0x"))
+		if err != nil {
+			return nil, false, fmt.Errorf("--key-hex %q: want the key's bytes in hex, such as 0x4bff01 (%v)", hexKey, err)
+		}
+		return b, true, nil
+	case isSet(fs, "key"):
+		return []byte(text), true, nil
+	}
+	return nil, false, nil
 }
 
 // release writes the operator release of key to the parking partitions
@@ -153,7 +187,7 @@ func releasePartitions(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client,
 	}
 	// Producers do not agree on the key hash (Java and franz-go use
 	// murmur2, librdkafka crc32), so find the key where it is parked.
-	found, err := findParked(ctx, kc, cl, t, key)
+	found, err := findParked(ctx, kc, cl, t, key, partition)
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
 		return nil, exitFail
@@ -236,8 +270,9 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, err
 // findParked returns the parking partitions holding records or ops of key
 // past the group's committed offsets, each with the state of key's lane
 // there (readParking): with ordering partition the partition's one lane,
-// whose ops carry an empty key, in the partitions where key's records are.
-func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte) (map[int32]*parking.Lookup, error) {
+// whose ops carry an empty key, in the partitions where key's records are
+// and in partition (-1: none).
+func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *config.Topic, key []byte, partition int) (map[int32]*parking.Lookup, error) {
 	lane := laneKey(t, key)
 	seen := map[int32]bool{}
 	lanes, err := readParking(ctx, kc, cl, t, func(r *kgo.Record) bool {
@@ -251,7 +286,7 @@ func findParked(ctx context.Context, kc *sidecar.Clients, cl *kgo.Client, t *con
 	}
 	found := map[int32]*parking.Lookup{}
 	for p, ls := range lanes {
-		if seen[p] || t.Ordering != flow.OrderingPartition {
+		if seen[p] || t.Ordering != flow.OrderingPartition || int(p) == partition {
 			found[p] = ls[lane]
 		}
 	}

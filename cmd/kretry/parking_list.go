@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kretry/kretry/parking"
+	"github.com/kretry/kretry/pkg/config"
 	"github.com/kretry/kretry/pkg/flow"
 )
 
@@ -76,7 +77,7 @@ func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		return exitOK
 	}
-	printParked(stdout, rows, t.Parking.Topic, *topic, *path)
+	printParked(stdout, rows, t, *path)
 	return exitOK
 }
 
@@ -91,7 +92,7 @@ func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly, wholePartit
 			if st == parking.Idle || heldOnly && st != parking.Held {
 				continue
 			}
-			name := printable([]byte(k), 40)
+			name := printable([]byte(k), 1<<30) // whole: it is given back to release
 			if wholePartition {
 				name = "(whole partition)"
 			}
@@ -105,8 +106,10 @@ func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly, wholePartit
 	return rows
 }
 
-// printParked prints rows as a table, with what to do about held keys.
-func printParked(w io.Writer, rows []parkedKey, parkingTopic, source, path string) {
+// printParked prints rows, the keys of t's parking topic, as a table,
+// with the command that releases a held one.
+func printParked(w io.Writer, rows []parkedKey, t *config.Topic, path string) {
+	parkingTopic := t.Parking.Topic
 	if len(rows) == 0 {
 		fmt.Fprintf(w, "no key is parked or blocked in %s\n", parkingTopic)
 		return
@@ -122,8 +125,11 @@ func printParked(w io.Writer, rows []parkedKey, parkingTopic, source, path strin
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d keys in %s, %d held", len(rows), parkingTopic, held)
-	if held > 0 {
-		fmt.Fprintf(w, ": release one with kretry parking release -c %s --topic %s --key KEY", shellWord(path), source)
+	switch {
+	case held > 0 && t.Ordering == flow.OrderingPartition:
+		fmt.Fprintf(w, ": release one with kretry parking release -c %s --topic %s --partition N", shellWord(path), t.Name)
+	case held > 0:
+		fmt.Fprintf(w, ": release one with kretry parking release -c %s --topic %s --key KEY (--key-hex HEX for a key shown as 0x…)", shellWord(path), t.Name)
 	}
 	fmt.Fprintln(w)
 }

@@ -282,6 +282,9 @@ func TestParkingReleaseWithOrderingPartition(t *testing.T) {
 		{Topic: pt, Partition: 1, Key: []byte("customer-7"), Value: []byte("parked")},
 		{Topic: pt, Partition: 1, Key: []byte("customer-9"), Value: []byte("parked")},
 		parking.OpRecord(pt, 1, []byte{}, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
+		parking.OpRecord(pt, 0, []byte{}, parking.OpBlock, "orders/0/8"),
+		{Topic: pt, Partition: 0, Key: []byte("customer-5"), Value: []byte("parked")},
+		parking.OpRecord(pt, 0, []byte{}, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), "orders/0/8")),
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -298,5 +301,74 @@ func TestParkingReleaseWithOrderingPartition(t *testing.T) {
 	errb.Reset()
 	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", "customer-9"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "partition 1") {
 		t.Errorf("release: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	// The partition alone names the lane (the engine's hold line says so).
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--partition", "0"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "partition 0") {
+		t.Errorf("release --partition 0: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	// Released, partition 1 is not held any more.
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"parking", "release", "-c", cfg, "--topic", "orders", "--partition", "1"}, &out, &errb); code != exitFail || !strings.Contains(errb.String(), "being delivered already") {
+		t.Errorf("release --partition 1 again: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// TestParkingReleaseByHex: a binary key, which parking list prints as
+// 0x…, is released with --key-hex; --key and --key-hex together, or bad
+// hex, are usage errors.
+func TestParkingReleaseByHex(t *testing.T) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, topic := range []string{"orders", "orders.parking"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pt, head = "orders.parking", "orders/0/1"
+	key := []byte("K\xff\x01")
+	recs := []*kgo.Record{
+		parking.OpRecord(pt, 0, key, parking.OpBlock, head),
+		{Topic: pt, Partition: 0, Key: key, Value: []byte("parked")},
+		parking.OpRecord(pt, 0, key, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "0x4bff01  held") {
+		t.Errorf("list: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--key", "k", "--key-hex", "00"}, exitUsage, "give one"},
+		{[]string{"--key-hex", "0xzz"}, exitUsage, "--key-hex \"0xzz\": want the key's bytes in hex"},
+		{[]string{}, exitUsage, "--key KEY (or --key-hex HEX) is required"},
+		{[]string{"--key-hex", "0x4bff01"}, exitOK, "written to orders.parking partition 0"},
+	} {
+		out.Reset()
+		errb.Reset()
+		code := run(ctx, append([]string{"parking", "release", "-c", cfg, "--topic", "orders"}, tc.args...), &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("release %v: exit %d, want %d and %q\n%s%s", tc.args, code, tc.code, tc.want, out.String(), errb.String())
+		}
 	}
 }

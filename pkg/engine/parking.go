@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/hex"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -177,6 +179,19 @@ func (c *core) spill(l *lane) {
 	c.syncBlocked(l)
 }
 
+// releaseArg is what names a held key to `kretry parking release`: the
+// partition with ordering partition (one lane per partition, its ops keyed
+// empty), --key for a key a shell takes as it is, else --key-hex.
+func releaseArg(o flow.Ordering, p int32, key []byte) string {
+	switch {
+	case o == flow.OrderingPartition:
+		return "--partition " + strconv.Itoa(int(p))
+	case len(key) > 0 && strings.Trim(string(key), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=+@%,") == "":
+		return "--key " + string(key)
+	}
+	return "--key-hex " + hex.EncodeToString(key)
+}
+
 // afterDelivery updates the parking state of keyed lane l after en's
 // delivery was routed.
 func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
@@ -217,7 +232,7 @@ func (c *core) afterDelivery(l *lane, en *entry, route retrytopics.Route) {
 				// key as text, as the "operator released a key" line prints it.
 				args := []any{"partition", sh.p, "key", string(key), "id", en.origin.ID(), "policy", string(c.opts.OnDeadLetter), "parked", l.park.Parked()}
 				if c.opts.OnDeadLetter == flow.OnDeadLetterHold {
-					args = append(args, "hint", "release with `kretry parking release -c CONFIG --topic "+c.plan.Source+" --key "+string(key)+"` (CONFIG: the config file of this kretry run, or set KRETRY_CONFIG)")
+					args = append(args, "hint", "release with `kretry parking release -c CONFIG --topic "+c.plan.Source+" "+releaseArg(c.opts.Ordering, sh.p, key)+"` (CONFIG: the config file of this kretry run, or set KRETRY_CONFIG)")
 				}
 				c.log.Info("head of a blocked key dead-lettered", args...)
 			}
