@@ -72,7 +72,15 @@ func ParseClasses(s []string) error {
 
 // ParseRef reads a "<partition>/<offset>" record reference, as kretry dlq
 // list prints it (Entry.Ref); ok is false for anything else.
-func ParseRef(s string) (partition int32, offset int64, ok bool) { return parseMarkKey(s) }
+// It takes only the form kretry prints ("0/42"): "0/042" or "+0/42" would
+// parse, and then match no record.
+func ParseRef(s string) (partition int32, offset int64, ok bool) {
+	p, o, ok := parseMarkKey(s)
+	if !ok || markKey(p, o) != s {
+		return 0, 0, false
+	}
+	return p, o, true
+}
 
 // ParseRecord checks a "<partition>/<offset>" record reference.
 func ParseRecord(s string) error {

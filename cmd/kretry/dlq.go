@@ -155,7 +155,20 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.newest = fs.Bool("newest", false, "newest first (default oldest first)")
 		return f
 	}
-	f.rate = fs.Float64("rate", dlq.DefaultRate, "records/s `N`; 0 for no limit")
+	f.rate = new(float64)
+	*f.rate = dlq.DefaultRate
+	fs.Func("rate", fmt.Sprintf("records/s `N` (default %v); 0 for no limit", dlq.DefaultRate), func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		switch {
+		case err != nil:
+			return fmt.Errorf("want a number of records/s, such as %v; 0 for no limit", dlq.DefaultRate)
+		case v == 0 && strings.Trim(s, "+-0.eE") != "":
+			// 1e-400 parses as 0: it must not mean "no limit".
+			return fmt.Errorf("%s is too small to be told from 0, which means no limit: give at least %g", s, dlq.MinRate)
+		}
+		*f.rate = v
+		return nil
+	})
 	dry := "print what would be redriven, move nothing"
 	if sub == dlqDiscardCmd {
 		dry = "print what would be discarded, discard nothing"
@@ -273,6 +286,9 @@ func (f *dlqFlags) checkFilter() error {
 		case "all":
 			fl.States = append(fl.States, dlq.Waiting, dlq.Redriven, dlq.Discarded)
 		default:
+			if s == "" {
+				return errors.New(`--state "": want waiting, redriven, discarded or all (an empty value: a stray comma?)`)
+			}
 			return fmt.Errorf("--state %q: want waiting, redriven, discarded or all", s)
 		}
 	}

@@ -169,7 +169,7 @@ func TestDLQCommands(t *testing.T) {
 func TestDLQRefusesATinyRate(t *testing.T) {
 	path := dlqEnv(t)
 	for _, sub := range [][]string{{"redrive"}, {"discard", "--reason", "x"}} {
-		for _, r := range []string{"1e-300", "0.009", "NaN"} {
+		for _, r := range []string{"1e-300", "0.009", "NaN", "1e-400"} { // 1e-400 parses as 0, "no limit"
 			args := append(append([]string{"dlq"}, sub...), "-c", path, "--topic", "orders", "--rate", r, "--dry-run")
 			code, out, errs := kretry(t, args...)
 			if code != exitUsage || !strings.Contains(errs, "--rate") || !strings.Contains(errs, "0.01") {
@@ -320,6 +320,8 @@ func TestDLQFilterFlagsSayWhatToWrite(t *testing.T) {
 		{"list --since 2h --until 3h", "--since 2h ("},
 		{"redrive --dry-run --by= ", "--by is empty"},
 		{"list --state waiting,bogus", `--state "bogus": want waiting, redriven, discarded or all`},
+		{"list --record 0/01", `--record: record "0/01": want <partition>/<offset>`}, // parsed, it matched nothing
+		{"list --record +0/1", `--record: record "+0/1": want <partition>/<offset>`},
 	} {
 		code, out, errs := kretry(t, append([]string{"dlq"}, append(strings.Fields(tc.args), "-c", path, "--topic", "orders")...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) {
