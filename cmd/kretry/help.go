@@ -116,7 +116,7 @@ brokers: with kafka.brokers [embedded] it dials embedded.listen, where
 	}
 	parkingReleaseCmd = &command{
 		name:     "parking release",
-		synopsis: "parking release -c FILE --topic TOPIC --key KEY [--partition N]",
+		synopsis: "parking release -c FILE --topic TOPIC (--key KEY | --key-hex HEX) [--partition N]",
 		purpose:  "release a key held in parking (on_dead_letter: hold)",
 		about: `Writes a release op for the key to the topic's parking topic; the
 instance that owns that partition then delivers the key's parked records
