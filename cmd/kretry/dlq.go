@@ -155,20 +155,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.newest = fs.Bool("newest", false, "newest first (default oldest first)")
 		return f
 	}
-	f.rate = new(float64)
-	*f.rate = dlq.DefaultRate
-	fs.Func("rate", fmt.Sprintf("records/s `N` (default %v); 0 for no limit", dlq.DefaultRate), func(s string) error {
-		v, err := strconv.ParseFloat(s, 64)
-		switch {
-		case err != nil:
-			return fmt.Errorf("want a number of records/s, such as %v; 0 for no limit", dlq.DefaultRate)
-		case v == 0 && strings.Trim(s, "+-0.eE") != "":
-			// 1e-400 parses as 0: it must not mean "no limit".
-			return fmt.Errorf("%s is too small to be told from 0, which means no limit: give at least %g", s, dlq.MinRate)
-		}
-		*f.rate = v
-		return nil
-	})
+	f.rate = rateFlag(fs)
 	dry := "print what would be redriven, move nothing"
 	if sub == dlqDiscardCmd {
 		dry = "print what would be discarded, discard nothing"
@@ -180,6 +167,25 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.reason = fs.String("reason", "", "why the records are not delivered (`TEXT`, kept for audit; required)")
 	}
 	return f
+}
+
+// rateFlag defines --rate on fs: records/s, dlq.DefaultRate by default,
+// 0 for no limit. A value that parses as 0 without being one (1e-400
+// underflows) is refused: it must not mean "no limit".
+func rateFlag(fs *flag.FlagSet) *float64 {
+	rate := float64(dlq.DefaultRate)
+	fs.Func("rate", fmt.Sprintf("records/s `N` (default %v); 0 for no limit", dlq.DefaultRate), func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		switch {
+		case err != nil:
+			return fmt.Errorf("want a number of records/s, such as %v; 0 for no limit", dlq.DefaultRate)
+		case v == 0 && strings.Trim(s, "+-0.eE") != "":
+			return fmt.Errorf("%s is too small to be told from 0, which means no limit: give at least %g", s, dlq.MinRate)
+		}
+		rate = v
+		return nil
+	})
+	return &rate
 }
 
 // defaultBy is $USER@host.

@@ -4,7 +4,7 @@
 //
 // `kretry help` prints each one's usage line (flags included), and
 // `kretry help COMMAND` (or `kretry COMMAND -h`) describes one; the
-// commands are documented in help.go, which those print.
+// commands are documented in commands.go, which those print.
 package main
 
 import (
