@@ -118,25 +118,7 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 	f.json = fs.Bool("json", false, "print JSON instead of text")
 	switch sub {
 	case dlqShowCmd:
-		f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
-		off := int64(-1)
-		f.offset = &off
-		fs.Func("offset", "DLQ offset `N` of the record (required without --record)", func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return fmt.Errorf("want an offset of 0 or more, as kretry dlq list prints it")
-			}
-			off = n
-			return nil
-		})
-		fs.Func("record", "DLQ record `P/O` (partition/offset), as kretry dlq list prints it; instead of --partition and --offset", func(v string) error {
-			p, o, ok := dlq.ParseRef(v)
-			if !ok {
-				return fmt.Errorf("want <partition>/<offset>, e.g. 0/42, as kretry dlq list prints it")
-			}
-			*f.partition, off = int(p), o
-			return nil
-		})
+		f.showFlags()
 		return f
 	case dlqStatsCmd:
 		return f
@@ -167,6 +149,35 @@ func newDLQFlags(sub *command, stderr io.Writer) *dlqFlags {
 		f.reason = fs.String("reason", "", "why the records are not delivered (`TEXT`, kept for audit; required)")
 	}
 	return f
+}
+
+// showFlags defines dlq show's record flags on f.fs: --partition and
+// --offset, or --record P/O once.
+func (f *dlqFlags) showFlags() {
+	fs := f.fs
+	f.partition = fs.Int("partition", 0, "DLQ partition `N` of the record")
+	off := int64(-1)
+	f.offset = &off
+	fs.Func("offset", "DLQ offset `N` of the record (required without --record)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want an offset of 0 or more, as kretry dlq list prints it")
+		}
+		off = n
+		return nil
+	})
+	named := ""
+	fs.Func("record", "DLQ record `P/O` (partition/offset), as kretry dlq list prints it; instead of --partition and --offset", func(v string) error {
+		p, o, ok := dlq.ParseRef(v)
+		switch {
+		case !ok:
+			return fmt.Errorf("want <partition>/<offset>, e.g. 0/42, as kretry dlq list prints it")
+		case named != "":
+			return fmt.Errorf("show prints one record, and --record %s came first (kretry dlq list --record %s,%s lists both)", named, named, v)
+		}
+		named, *f.partition, off = v, int(p), o
+		return nil
+	})
 }
 
 // rateFlag defines --rate on fs: records/s, dlq.DefaultRate by default,

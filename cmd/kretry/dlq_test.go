@@ -109,6 +109,7 @@ func TestDLQCommands(t *testing.T) {
 		{"--record 0/1 --partition 1", "give it, or --partition and --offset, not both"},
 		{"--offset 1 --record 0/1", "give it, or --partition and --offset, not both"},
 		{"--partition -1 --offset 0", "--partition -1: want a partition of 0 or more"},
+		{"--record 0/1 --record 0/2", "show prints one record, and --record 0/1 came first"},
 	} {
 		code, _, errs = kretry(t, append([]string{"dlq", "show", "-c", path, "--topic", "orders"}, strings.Fields(tc.args)...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) {
