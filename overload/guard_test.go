@@ -1,6 +1,7 @@
 package overload
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -124,4 +125,116 @@ func TestTopFailures(t *testing.T) {
 	if n := len(g.TopFailures(1 << 20)); n > maxFingerprints {
 		t.Errorf("%d fingerprints kept, want at most %d", n, maxFingerprints)
 	}
+}
+
+// TestGuardClosesWhenOnlyHeldRecordsFail: the guard tripped on a quiet
+// topic (every record so far answered 404); the held records are probed
+// and fail again. A probe round that a fresh record wins while only held
+// records (Again) lose it closes the breaker: the app answers what it has
+// not seen, the held records fail on their own and are routed as usual
+// (Count: to the DLQ). A round where a fresh record fails too stays lost:
+// that is the systemic answer still.
+func TestGuardClosesWhenOnlyHeldRecordsFail(t *testing.T) {
+	guard := GuardConfig{Enabled: true, MaxDeadLetters: 5, Window: time.Minute, Share: 0.9}
+	trip := func(t *testing.T) (*Gate, *bytes.Buffer) {
+		g, log := newTestGate(t, Config{Breaker: breakerConfig(), Guard: guard})
+		for i := range 6 {
+			g.Admit(t0, false, 0)
+			g.Done(t0, Ticket{}, notFound(fmt.Sprint("k", i)))
+		}
+		if s := g.Snapshot(t0); s.State != Open || s.Reason != ReasonSystemic {
+			t.Fatalf("%+v, want open, systemic", s)
+		}
+		return g, log
+	}
+	held := func(key string) Outcome { o := notFound(key); o.Again = true; return o }
+
+	// probes admits the three probes of the next round.
+	probes := func(t *testing.T, g *Gate) (time.Time, []Ticket) {
+		at := g.breaker.until
+		var tks []Ticket
+		for range 3 {
+			tk, ok := g.Admit(at, false, 0)
+			if !ok {
+				t.Fatal("probe not admitted")
+			}
+			tks = append(tks, tk)
+		}
+		return at, tks
+	}
+	closed := func(t *testing.T, g *Gate, log *bytes.Buffer, at time.Time) {
+		t.Helper()
+		if s := g.Snapshot(at); s.State != Closed {
+			t.Fatalf("state %v, want closed", s.State)
+		}
+		if !strings.Contains(log.String(), "only the records held since the guard tripped failed again") {
+			t.Errorf("no close line:\n%s", log.String())
+		}
+	}
+	t.Run("fresh succeeds, then a held record fails", func(t *testing.T) {
+		g, log := trip(t)
+		at, tks := probes(t, g)
+		if v := g.Done(at, tks[0], success("fresh")); v != Count {
+			t.Errorf("fresh probe's success: %v, want Count", v)
+		}
+		if v := g.Done(at, tks[1], held("k5")); v != Count {
+			t.Errorf("held probe's failure: %v, want Count (closed: it is routed, to the DLQ)", v)
+		}
+		closed(t, g, log, at)
+		// Closed, the other held records fail again: counted (DLQ), the
+		// guard not tripped again by them.
+		for i := range 10 {
+			if v := deliver(t, g, at, false, held(fmt.Sprint("h", i))); v != Count {
+				t.Fatalf("held record %d after the close: %v, want Count", i, v)
+			}
+		}
+		if s := g.Snapshot(at); s.State != Closed {
+			t.Errorf("state %v after the held records failed again, want closed", s.State)
+		}
+	})
+	t.Run("a held record fails, then fresh succeeds", func(t *testing.T) {
+		g, log := trip(t)
+		at, tks := probes(t, g)
+		if v := g.Done(at, tks[0], held("k5")); v != Probe {
+			t.Errorf("held probe's failure first: %v, want Probe (held: nothing shows poison yet)", v)
+		}
+		if v := g.Done(at, tks[1], success("fresh")); v != Count {
+			t.Errorf("fresh probe's success: %v, want Count", v)
+		}
+		closed(t, g, log, at)
+	})
+	t.Run("the round lost to held records, then its fresh probe succeeds", func(t *testing.T) {
+		g, log := trip(t)
+		at, tks := probes(t, g)
+		g.Done(at, tks[0], held("k5"))
+		g.Done(at, tks[1], held("k6"))
+		if s := g.Snapshot(at); s.State != Open {
+			t.Fatalf("state %v after two held probes failed, want open (round lost)", s.State)
+		}
+		g.Done(at, tks[2], success("fresh"))
+		closed(t, g, log, at)
+	})
+	t.Run("a fresh record fails too", func(t *testing.T) {
+		g, _ := trip(t)
+		at, tks := probes(t, g)
+		g.Done(at, tks[0], notFound("fresh-404"))
+		g.Done(at, tks[1], success("fresh-ok"))
+		if v := g.Done(at, tks[2], held("k5")); v != Probe {
+			t.Errorf("held probe losing the round: %v, want Probe (held)", v)
+		}
+		if s := g.Snapshot(at); s.State != Open {
+			t.Errorf("state %v, want open: a fresh record got the systemic answer too", s.State)
+		}
+	})
+	t.Run("only held records", func(t *testing.T) {
+		g, _ := trip(t)
+		at := g.breaker.until
+		for i := range 2 {
+			tk, _ := g.Admit(at, false, 0)
+			g.Done(at, tk, held(fmt.Sprint("k", 5+i)))
+		}
+		if s := g.Snapshot(at); s.State != Open {
+			t.Errorf("state %v, want open: nothing showed the app answers", s.State)
+		}
+	})
 }
