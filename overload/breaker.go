@@ -77,11 +77,7 @@ type breaker struct {
 	out    int           // probes handed out this round
 	ok     int           // probes that succeeded this round
 	bad    int           // probes that failed this round
-	// freshOK, freshBad: a probe of a fresh record (not held before, not
-	// a retry or a released parked record) succeeded, failed, this round;
-	// heldBad: a probe of any other record failed (see notePoison).
-	freshOK, freshBad, heldBad bool
-	ramp                       int // after closing: the in-flight cap; 0 none
+	ramp   int           // after closing: the in-flight cap; 0 none
 
 	// The windows of first attempts and of retries (tier records): the
 	// retries count only while no first attempt succeeded in the last
@@ -213,7 +209,6 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 			return false, false
 		}
 		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
-		b.freshOK, b.freshBad, b.heldBad = false, false, false
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -294,16 +289,11 @@ func (b *breaker) fails(o Outcome) bool {
 // done takes the outcome of a delivery made while open or probing.
 func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	failed := b.fails(o)
-	fresh := !t.retry && !o.Released && !o.Again
-	if failed && fresh {
+	if failed && !t.retry && !o.Released && !o.Again {
 		// A fresh record fails too: an outage. Also when it is not this
 		// round's probe: one admitted before the opening, or a probe
 		// answering after faster ones lost its round (a timeout).
 		b.weak = false
-	}
-	if b.notePoison(t, failed, fresh) {
-		b.closeOnPoison(now, o)
-		return Count
 	}
 	if !t.probe || t.round != b.rounds || b.state != Probing {
 		if failed {
@@ -339,44 +329,6 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		b.resetWindow()
 	}
 	return Count
-}
-
-// notePoison takes the outcome of a probe of a systemic outage, of the
-// round under way or of the one just lost (its probes may answer after
-// it was lost), and reports whether that round shows poison: a fresh
-// record succeeded, records held before (or retries) failed, and no fresh
-// record failed. Either order of the answers counts.
-func (b *breaker) notePoison(t Ticket, failed, fresh bool) bool {
-	current := t.round == b.rounds && b.state == Probing
-	justLost := t.round == b.rounds-1 && b.state == Open
-	if b.reason != ReasonSystemic || !t.probe || !current && !justLost {
-		return false
-	}
-	switch {
-	case fresh && failed:
-		b.freshBad = true
-	case fresh:
-		b.freshOK = true
-	case failed:
-		b.heldBad = true
-	}
-	return b.freshOK && b.heldBad && !b.freshBad
-}
-
-// closeOnPoison closes a systemic outage whose probe round a fresh record
-// won and only records held before lost (notePoison): the app answers a
-// record it has not seen, so the answer that tripped the guard is not
-// everyone's; the held records fail on their own. On a quiet topic the probes are mostly
-// those held records, and the breaker stayed open until a restart, however
-// many fresh records succeeded (the newcomer walk-through of 7 December).
-// The probe answering now is routed as usual (Count), and the held
-// records after it: a failure of a record held before feeds neither the
-// guard nor the breaker (Outcome.Again), so they reach the DLQ.
-func (b *breaker) closeOnPoison(now time.Time, o Outcome) {
-	b.log.Info("breaker closed: a fresh record succeeded and only the records held since the guard tripped failed again; they fail on their own and are routed as usual", "reason", b.reason,
-		"open_for", now.Sub(b.since).Round(time.Millisecond).String(), "held", b.held, "seen", o.Answer, "example", o.Message)
-	b.state, b.ramp = Closed, b.cfg.Probes
-	b.resetWindow()
 }
 
 // closeQuiet closes a weak outage once it lost weakRounds probe rounds.

@@ -315,39 +315,3 @@ func TestBurstOfFailuresRecovers(t *testing.T) {
 	}
 	t.Logf("%d records; the breaker opened %d times, held %d failed deliveries; now %v", total, s.Opened[overload.ReasonDependency], s.Held, s.State)
 }
-
-// TestGuardOnAQuietTopicClosesOnAFreshSuccess: records of many keys that
-// the app rejects (422), alone on a topic, trip the guard: the breaker
-// opens, and its probes are the held records, which fail again. A good
-// record produced then is probed and succeeds while held records fail:
-// the breaker closes, the good record is delivered and the held ones go
-// to the DLQ. Before, the held records outvoted the fresh success round
-// after round, and the topic stayed stopped until a restart (the
-// newcomer walk-through of 7 December).
-func TestGuardOnAQuietTopicClosesOnAFreshSuccess(t *testing.T) {
-	e := newEnv(t, 1, time.Hour)
-	e.app.setAnswer(func(m *delivery.Message) error {
-		if strings.HasPrefix(string(m.Value), "bad") {
-			return &delivery.StatusError{Status: 422, Body: "unknown customer"}
-		}
-		return nil
-	})
-	o, g, logs := e.gated(e.app, true)
-	const n = 12
-	var recs []*kgo.Record
-	for i := range n {
-		recs = append(recs, rec(fmt.Sprint("bad-", i), "bad"))
-	}
-	e.produce(recs...)
-	e.start(o)
-	eventually(t, "the guard tripped", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonSystemic] > 0 })
-	eventually(t, "a probe round lost to the held records", func() bool { return strings.Contains(logs.String(), "a probe failed") })
-	e.produce(rec("good", "order"))
-	eventually(t, "the good record delivered and the breaker closed", func() bool {
-		return e.app.numAcked() == 1 && g.Snapshot(time.Now()).State == overload.Closed
-	})
-	eventually(t, "every bad record in the DLQ", func() bool { return len(e.readAll(e.plan.DLQ)) == n })
-	if !strings.Contains(logs.String(), "only the records held since the guard tripped failed again") {
-		t.Errorf("no close line:\n%s", logs.String())
-	}
-}
