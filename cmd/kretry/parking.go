@@ -57,7 +57,7 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	key, hasKey, err := releaseKey(fs, *keyText, *keyHex)
 	if err == nil && !hasKey && *partition < 0 {
-		err = errors.New("--key KEY (or --key-hex HEX) is required; with ordering partition, --partition N alone names the partition")
+		err = errKeyRequired
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kretry parking release: %v\nRun 'kretry parking release -h' for help.\n", err)
@@ -67,20 +67,20 @@ func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kretry parking release: --partition %d: want a partition (0 or more), or -1 for wherever the key is parked\n", *partition)
 		return exitUsage
 	}
-	cfg, code := loadConfig(parkingReleaseCmd, *path, stderr)
-	if code != exitOK {
-		return code
-	}
-	t, code := parkingTopicOf(parkingReleaseCmd, cfg, *topic, *path, stderr)
+	cfg, t, code := parkingConfig(parkingReleaseCmd, *path, *topic, stderr)
 	if code != exitOK {
 		return code
 	}
 	if !hasKey && (t.Ordering != flow.OrderingPartition || *partition < 0) {
-		fmt.Fprintln(stderr, "kretry parking release: --key KEY (or --key-hex HEX) is required; with ordering partition, --partition N alone names the partition\nRun 'kretry parking release -h' for help.")
+		fmt.Fprintf(stderr, "kretry parking release: %v\nRun 'kretry parking release -h' for help.\n", errKeyRequired)
 		return exitUsage
 	}
 	return release(ctx, cfg, t, key, *partition, stdout, stderr)
 }
+
+// errKeyRequired: parking release names no key, and not a partition of a
+// topic with ordering partition either.
+var errKeyRequired = errors.New("--key KEY (or --key-hex HEX) is required; with ordering partition, --partition N alone names the partition")
 
 // releaseKey is the key --key or --key-hex give (hex with or without a 0x
 // prefix), and whether one was given: an empty --key is a key, the empty
@@ -107,15 +107,9 @@ func releaseKey(fs *flag.FlagSet, text, hexKey string) ([]byte, bool, error) {
 // release went, and on stderr why a partition got none. It returns the
 // command's exit code.
 func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byte, partition int, stdout, stderr io.Writer) int {
-	kc, err := commandClients(ctx, cfg, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-		return exitFail
-	}
-	cl, err := kc.New(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking release: %v\n", err)
-		return exitFail
+	kc, cl, code := parkingClients(ctx, parkingReleaseCmd, cfg, stderr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if code != exitOK {
+		return code
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -134,6 +128,33 @@ func release(ctx context.Context, cfg *config.Config, t *config.Topic, key []byt
 			key, t.Parking.Topic, p)
 	}
 	return exitOK
+}
+
+// parkingConfig loads the config at path for command cmd and returns it
+// with source topic name's entry (parkingTopicOf); a code other than
+// exitOK is the command's, said on stderr.
+func parkingConfig(cmd *command, path, name string, stderr io.Writer) (*config.Config, *config.Topic, int) {
+	cfg, code := loadConfig(cmd, path, stderr)
+	if code != exitOK {
+		return nil, nil, code
+	}
+	t, code := parkingTopicOf(cmd, cfg, name, path, stderr)
+	return cfg, t, code
+}
+
+// parkingClients are command cmd's clients for cfg's brokers: kc, whose
+// readers the parking lookups make, and a client with opts (the caller
+// closes it). A code other than exitOK is the command's, said on stderr.
+func parkingClients(ctx context.Context, cmd *command, cfg *config.Config, stderr io.Writer, opts ...kgo.Opt) (*sidecar.Clients, *kgo.Client, int) {
+	kc, err := commandClients(ctx, cfg, stderr)
+	if err == nil {
+		var cl *kgo.Client
+		if cl, err = kc.New(opts...); err == nil {
+			return kc, cl, exitOK
+		}
+	}
+	fmt.Fprintf(stderr, "kretry %s: %v\n", cmd.name, err)
+	return nil, nil, exitFail
 }
 
 // parkingTopicOf is source topic name's config, which must park (exit

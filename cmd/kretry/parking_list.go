@@ -44,23 +44,13 @@ func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "kretry parking list: --topic is required\nRun 'kretry parking list -h' for help.")
 		return exitUsage
 	}
-	cfg, code := loadConfig(parkingListCmd, *path, stderr)
+	cfg, t, code := parkingConfig(parkingListCmd, *path, *topic, stderr)
 	if code != exitOK {
 		return code
 	}
-	t, code := parkingTopicOf(parkingListCmd, cfg, *topic, *path, stderr)
+	kc, cl, code := parkingClients(ctx, parkingListCmd, cfg, stderr)
 	if code != exitOK {
 		return code
-	}
-	kc, err := commandClients(ctx, cfg, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
-		return exitFail
-	}
-	cl, err := kc.New()
-	if err != nil {
-		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
-		return exitFail
 	}
 	defer cl.Close()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

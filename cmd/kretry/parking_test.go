@@ -23,23 +23,8 @@ import (
 // which is not where murmur2 would put it; the command must find it there,
 // and refuse a key that is parked nowhere.
 func TestParkingReleaseFindsThePartition(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, cl, cfg := parkingRig(t, 3, "on_dead_letter: hold")
 	ctx := context.Background()
-	adm := kadm.NewClient(cl)
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	key := "customer-42"
 	if p := kgo.StickyKeyPartitioner(nil).ForTopic("orders").Partition(&kgo.Record{Key: []byte(key)}, 3); p == 2 {
 		t.Fatalf("test assumes murmur2 does not pick partition 2 for %q", key)
@@ -52,14 +37,7 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 		{Topic: "orders.parking", Partition: 2, Key: []byte(key), Value: []byte("parked")},
 		parking.OpRecord("orders.parking", 2, []byte(key), parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
 	}
-	if err := cl.ProduceSync(ctx, held...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	yaml := "kafka: {brokers: [" + b.Addrs()[0] + "]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	parkRecords(t, cl, held...)
 
 	// The lookup's first fetch answers after 1.5s, as a first fetch over
 	// SASL_SSL on a loaded machine can: a slow fetch is not the end of the
@@ -139,35 +117,14 @@ func TestParkingReleaseFindsThePartition(t *testing.T) {
 // the key would be held later all the same, so the command writes none
 // and says why (exit 1).
 func TestParkingReleaseRefusesARetryingHead(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl, cfg := parkingRig(t, 2, "on_dead_letter: hold")
 	ctx := context.Background()
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	key := []byte("acct-3")
 	blocked := []*kgo.Record{
 		parking.OpRecord("orders.parking", 1, key, parking.OpBlock, "orders/1/9"),
 		{Topic: "orders.parking", Partition: 1, Key: key, Value: []byte("parked")},
 	}
-	if err := cl.ProduceSync(ctx, blocked...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	yaml := "kafka: {brokers: [" + b.Addrs()[0] + "]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	parkRecords(t, cl, blocked...)
 	for _, args := range [][]string{{}, {"--partition", "1"}} {
 		var out, errb bytes.Buffer
 		cmd := append([]string{"parking", "release", "-c", cfg, "--topic", "orders", "--key", string(key)}, args...)
@@ -190,22 +147,8 @@ func TestParkingReleaseRefusesARetryingHead(t *testing.T) {
 // TestParkingList: the keys that are not idle, each with its partition,
 // state, parked records and head; --held keeps the held ones; --json.
 func TestParkingList(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl, cfg := parkingRig(t, 2, "on_dead_letter: hold")
 	ctx := context.Background()
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const pt = "orders.parking"
 	op := func(p int32, key, kind, ref string) *kgo.Record {
 		return parking.OpRecord(pt, p, []byte(key), kind, ref)
@@ -221,13 +164,7 @@ func TestParkingList(t *testing.T) {
 		op(1, "done-key", parking.OpBlock, "orders/1/2"), op(1, "done-key", parking.OpRelease, parking.ReleaseRef(parking.VerdictOK, "orders/1/2")),
 		op(1, "done-key", parking.OpUnblock, ""),
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	parkRecords(t, cl, recs...)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -260,22 +197,8 @@ func TestParkingList(t *testing.T) {
 // where its records are parked, judged by the partition's lane, and list
 // names the lane "(whole partition)".
 func TestParkingReleaseWithOrderingPartition(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl, cfg := parkingRig(t, 2, "ordering: partition, on_dead_letter: hold")
 	ctx := context.Background()
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const pt, head = "orders.parking", "orders/1/3"
 	recs := []*kgo.Record{
 		parking.OpRecord(pt, 1, []byte{}, parking.OpBlock, head),
@@ -286,13 +209,7 @@ func TestParkingReleaseWithOrderingPartition(t *testing.T) {
 		{Topic: pt, Partition: 0, Key: []byte("customer-5"), Value: []byte("parked")},
 		parking.OpRecord(pt, 0, []byte{}, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), "orders/0/8")),
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, ordering: partition, on_dead_letter: hold}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	parkRecords(t, cl, recs...)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "1          (whole partition)  held   2") {
 		t.Errorf("list: exit %d\n%s%s", code, out.String(), errb.String())
@@ -320,22 +237,8 @@ func TestParkingReleaseWithOrderingPartition(t *testing.T) {
 // 0x…, is released with --key-hex; --key and --key-hex together, or bad
 // hex, are usage errors.
 func TestParkingReleaseByHex(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl, cfg := parkingRig(t, 1, "on_dead_letter: hold")
 	ctx := context.Background()
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const pt, head = "orders.parking", "orders/0/1"
 	key := []byte("K\xff\x01")
 	recs := []*kgo.Record{
@@ -343,13 +246,7 @@ func TestParkingReleaseByHex(t *testing.T) {
 		{Topic: pt, Partition: 0, Key: key, Value: []byte("parked")},
 		parking.OpRecord(pt, 0, key, parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head)),
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(cfg, []byte("kafka: {brokers: ["+b.Addrs()[0]+"]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, on_dead_letter: hold}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	parkRecords(t, cl, recs...)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"parking", "list", "-c", cfg, "--topic", "orders"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "0x4bff01  held") {
 		t.Errorf("list: exit %d\n%s%s", code, out.String(), errb.String())
@@ -370,5 +267,42 @@ func TestParkingReleaseByHex(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
 			t.Errorf("release %v: exit %d, want %d and %q\n%s%s", tc.args, code, tc.code, tc.want, out.String(), errb.String())
 		}
+	}
+}
+
+// parkingRig is an embedded broker with partitions, the topics orders and
+// orders.parking, a client that writes to the partitions its records name,
+// and the path of a config whose one topic is orders with topicFields
+// ("on_dead_letter: hold"); closed at the end of the test.
+func parkingRig(t *testing.T, partitions int32, topicFields string) (*broker.Broker, *kgo.Client, string) {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for _, topic := range []string{"orders", "orders.parking"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "kafka: {brokers: [" + b.Addrs()[0] + "]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, " + topicFields + "}]\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b, cl, cfg
+}
+
+// parkRecords writes recs with cl.
+func parkRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 }
