@@ -25,27 +25,12 @@ import (
 // tier, DLQ) and a config file pointing at it.
 func lagEnv(t *testing.T, withTier bool) string {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	adm := kadm.NewClient(cl)
 	topics := []string{"orders", "orders.dlq", "orders.parking"}
 	if withTier {
 		topics = append(topics, "orders.retry.1m")
 	}
-	for _, topic := range topics {
-		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr, cl, adm := lagCluster(t, 2, topics...)
+	ctx := context.Background()
 	old := time.Now().Add(-90 * time.Second)
 	for i := range 5 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: fmt.Appendf(nil, "v%d", i), Timestamp: old}).FirstErr(); err != nil {
@@ -57,6 +42,38 @@ func lagEnv(t *testing.T, withTier bool) string {
 	if err := adm.CommitAllOffsets(ctx, "orders-kretry", os); err != nil {
 		t.Fatal(err)
 	}
+	return lagConfig(t, addr)
+}
+
+// lagCluster is an embedded broker with topics of partitions each, and a
+// client (manual partitioner) and its admin, closed at the end of the
+// test; addr is the broker's address.
+func lagCluster(t *testing.T, partitions int32, topics ...string) (addr string, cl *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err = kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm = kadm.NewClient(cl)
+	for _, topic := range topics {
+		if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Addrs()[0], cl, adm
+}
+
+// lagConfig writes a config of one topic, orders with the 1m tier, on the
+// embedded broker at addr, with a status window of 2 scans; it returns
+// its path.
+func lagConfig(t *testing.T, addr string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, path, fmt.Sprintf(`
 embedded: {listen: %q}
@@ -65,7 +82,7 @@ lag: {window: 2, timeout: 3s}
 topics:
   - name: orders
     retry: {tiers: [1m]}
-`, b.Addrs()[0]))
+`, addr))
 	return path
 }
 
@@ -260,23 +277,8 @@ func TestShellWord(t *testing.T) {
 // that is none of its config's stages (a tier since removed from
 // retry.tiers, records still in it) is said to be consumed by nothing.
 func TestLagNamesATopicNoStageConsumes(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	addr, cl, adm := lagCluster(t, 1, "orders", "orders.dlq", "orders.parking", "orders.retry.1m", "orders.retry.10s")
 	ctx := context.Background()
-	adm := kadm.NewClient(cl)
-	for _, topic := range []string{"orders", "orders.dlq", "orders.parking", "orders.retry.1m", "orders.retry.10s"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders.retry.10s", Value: []byte("waiting")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +288,7 @@ func TestLagNamesATopicNoStageConsumes(t *testing.T) {
 	if err := adm.CommitAllOffsets(ctx, "orders-kretry", os); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	writeFile(t, path, fmt.Sprintf("embedded: {listen: %q}\napp: {url: http://127.0.0.1:8080/kafka}\nlag: {window: 2, timeout: 3s}\ntopics:\n  - name: orders\n    retry: {tiers: [1m]}\n", b.Addrs()[0]))
+	path := lagConfig(t, addr)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"lag", "-c", path, "--metrics", "none"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
