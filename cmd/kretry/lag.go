@@ -233,22 +233,11 @@ func printRows(tw *tabwriter.Writer, rows []lag.Row, judged bool) {
 		if !judged && r.Status == lag.StatusOK && r.Lag > 0 && r.Error == "" {
 			status = "-"
 		}
-		n := note(r)
-		if r.Stage == "" && kretry[r.Group] {
-			n = join(n, "not a stage of the config: nothing consumes it (a tier removed from retry.tiers?)")
-		}
+		n := note(r, r.Stage == "" && kretry[r.Group])
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Topic, r.Partition, orDash(r.Stage),
 			committed, offset(r.LogStart, r.Error), offset(r.End, r.Error), offset(r.Lag, r.Error), age(r), status, n)
 	}
 	tw.Flush()
-}
-
-// join is a and b joined by ", ", either possibly empty.
-func join(a, b string) string {
-	if a == "" || b == "" {
-		return a + b
-	}
-	return a + ", " + b
 }
 
 // printDLQ writes to tw the table of the DLQ partitions (rows, at least
@@ -311,24 +300,27 @@ func age(r lag.Row) string {
 	return r.Age.Round(time.Second).String()
 }
 
-func note(r lag.Row) string {
-	if r.Error != "" {
-		return r.Error
-	}
-	var n []string
-	for _, f := range []struct {
-		on   bool
-		text string
-	}{
-		{r.NoCommit, "no commit (from log start)"},
-		{r.Clamped, "commit below log start"},
-		{r.PastEnd, "commit past end"},
-		{r.MarkersOnly, "only transaction markers left"},
-		{r.DoneAhead > 0, fmt.Sprintf("%d past the commit done (not lag)", r.DoneAhead)},
-	} {
-		if f.on {
-			n = append(n, f.text)
+func note(r lag.Row, unstaged bool) string {
+	n := []string{r.Error} // an error says all there is to say of the offsets
+	if r.Error == "" {
+		n = n[:0]
+		for _, f := range []struct {
+			on   bool
+			text string
+		}{
+			{r.NoCommit, "no commit (from log start)"},
+			{r.Clamped, "commit below log start"},
+			{r.PastEnd, "commit past end"},
+			{r.MarkersOnly, "only transaction markers left"},
+			{r.DoneAhead > 0, fmt.Sprintf("%d past the commit done (not lag)", r.DoneAhead)},
+		} {
+			if f.on {
+				n = append(n, f.text)
+			}
 		}
+	}
+	if unstaged {
+		n = append(n, "not a stage of the config: nothing consumes it (a tier removed from retry.tiers?)")
 	}
 	return strings.Join(n, ", ")
 }
