@@ -69,6 +69,7 @@ type breaker struct {
 
 	state  State
 	reason Reason
+	outage int           // counts openings: a Ticket's outage (see poison.go)
 	answer string        // systemic: the permanent answer that opened it
 	since  time.Time     // when this outage's first opening happened
 	until  time.Time     // open: when probing may start
@@ -78,6 +79,14 @@ type breaker struct {
 	ok     int           // probes that succeeded this round
 	bad    int           // probes that failed this round
 	ramp   int           // after closing: the in-flight cap; 0 none
+
+	// A systemic outage's probe round (poison.go): its answers so far
+	// and what they showed; recount, after a systemic outage closed, the
+	// answer whose held records count for the guard again.
+	answered                   int
+	freshOK, freshBad, heldBad bool
+	freshID                    string // the fresh record that succeeded
+	recount                    string
 
 	// The windows of first attempts and of retries (tier records): the
 	// retries count only while no first attempt succeeded in the last
@@ -209,6 +218,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 			return false, false
 		}
 		b.state, b.out, b.ok, b.bad = Probing, 0, 0, 0
+		b.newRound()
 		b.log.Info("breaker probing", "reason", b.reason, "probes", b.cfg.Probes, "round", b.rounds+1)
 		fallthrough
 	case Probing:
@@ -256,6 +266,8 @@ func (b *breaker) wait(n int) time.Duration {
 // open opens the breaker (from closed) for reason, after outcome o.
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
+	b.outage++
+	b.recount = ""
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -289,11 +301,15 @@ func (b *breaker) fails(o Outcome) bool {
 // done takes the outcome of a delivery made while open or probing.
 func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	failed := b.fails(o)
-	if failed && !t.retry && !o.Released && !o.Again {
+	fresh := !t.retry && !o.Released && !o.seenBefore()
+	if failed && fresh {
 		// A fresh record fails too: an outage. Also when it is not this
 		// round's probe: one admitted before the opening, or a probe
 		// answering after faster ones lost its round (a timeout).
-		b.weak = false
+		b.weak, b.freshBad = false, true
+	}
+	if v, closed := b.poison(now, t, o, failed, fresh); closed {
+		return v
 	}
 	if !t.probe || t.round != b.rounds || b.state != Probing {
 		if failed {
@@ -325,10 +341,21 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	if b.ok++; b.ok >= need {
 		b.log.Info("breaker closed: probes succeeded; delivery resumes gradually", "reason", b.reason,
 			"open_for", now.Sub(b.since).Round(time.Millisecond).String(), "held", b.held, "next_window", b.size())
-		b.state, b.ramp = Closed, b.cfg.Probes
-		b.resetWindow()
+		b.closeProbed()
 	}
 	return Count
+}
+
+// closeProbed closes the breaker after its probes showed the app answers:
+// delivery resumes gradually (slow start), and after a systemic outage
+// the held records failing again with its answer count for the guard
+// (recount).
+func (b *breaker) closeProbed() {
+	b.state, b.ramp = Closed, b.cfg.Probes
+	if b.reason == ReasonSystemic {
+		b.recount = b.answer
+	}
+	b.resetWindow()
 }
 
 // closeQuiet closes a weak outage once it lost weakRounds probe rounds.

@@ -41,14 +41,16 @@ type Outcome struct {
 	// such a failure opens the breaker at once (see Gate.Done).
 	Last bool
 	// Again: the record was held before (its earlier failure did not
-	// count), or it is a redriven record answered with a permanent error
-	// (the app rejected it before: it was in the DLQ). Its failure says
-	// little of the dependency now — the same record failing again — so
-	// it does not count towards opening the breaker or tripping the
-	// guard; its success counts. Without the second, a redrive of records
-	// the app still rejects, on a quiet topic, read as a systemic failure
-	// and stopped the topic's delivery for the breaker's wait.
+	// count). Its failure says little of the dependency now — the same
+	// record failing again — so it does not count towards opening the
+	// breaker or tripping the guard (one exception: see breaker.recount);
+	// its success counts.
 	Again bool
+	// Redriven: a record `kretry dlq redrive` brought back. Answered with
+	// a permanent error it counts as Again does (see seenBefore), also
+	// after a systemic outage closed (see breaker.recount): it was in the
+	// DLQ already and goes back.
+	Redriven bool
 	// Released: a parked record released after its key's earlier record
 	// finished. Its key failed before, so its failure, like a retry's, is
 	// weak evidence of the dependency: it counts in a window of released
@@ -62,6 +64,15 @@ type Outcome struct {
 	// opened it four times a run otherwise). It is a first attempt for
 	// the retry budget all the same.
 	Released bool
+}
+
+// seenBefore reports whether o's failure is of a record that failed the
+// same way before: one held before (Again), or a redriven record the app
+// rejects again. Without the second, a redrive of records the app still
+// rejects, on a quiet topic, read as a systemic failure and stopped the
+// topic's delivery for the breaker's wait.
+func (o Outcome) seenBefore() bool {
+	return o.Class != OK && (o.Again || o.Redriven && o.Class == Permanent)
 }
 
 // Verdict is what the engine does with a finished delivery.
@@ -112,6 +123,7 @@ type Config struct {
 type Ticket struct {
 	probe  bool
 	retry  bool
+	outage int // the breaker's outage when admitted (see breaker.outage)
 	round  int
 	permit adaptivelimiter.Permit
 	// start: the gate's tally when the delivery began (timed: set by
@@ -172,7 +184,7 @@ func (g *Gate) Admit(now time.Time, retry bool, inflight int) (Ticket, bool) {
 			g.wake = g.breaker.until
 			return t, false
 		}
-		t.probe, t.round = probe, g.breaker.rounds
+		t.probe, t.outage, t.round = probe, g.breaker.outage, g.breaker.rounds
 	}
 	t.retry = retry
 	if g.limiter != nil {
@@ -261,7 +273,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 // during is what ended while t's delivery ran. g.mu is held.
 func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
 	b := g.breaker
-	if o.Again && o.Class != OK {
+	if o.seenBefore() && !b.recounts(o) {
 		return Count
 	}
 	if g.cfg.Guard.Enabled && g.guard.observe(now, o) {

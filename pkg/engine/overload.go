@@ -98,7 +98,7 @@ func (c *core) gateDone(r *result) overload.Verdict {
 	t := r.ticket
 	r.ticket = overload.Ticket{}
 	o := overload.Outcome{Class: overload.OK, ID: r.en.origin.ID(), Key: string(r.en.rec.Key), Again: r.en.held,
-		Released: r.en.q.stage == parkStage}
+		Redriven: r.en.origin.Redrives > 0, Released: r.en.q.stage == parkStage}
 	if r.en.rec.Key == nil {
 		o.Key = o.ID
 	}
@@ -107,9 +107,6 @@ func (c *core) gateDone(r *result) overload.Verdict {
 		o.Class, o.Answer, o.Message = overload.Transient, delivery.ErrorType(r.err, v), v.Message
 		if v.Class == delivery.ClassPermanent {
 			o.Class = overload.Permanent
-			// redrive: a redriven record the app still rejects was
-			// dead-lettered before; it goes back, and says nothing new.
-			o.Again = o.Again || r.en.origin.Redrives > 0
 		} else {
 			o.Last = c.plan.Route(routeStage(r.en), &v, 0).Action == retrytopics.DeadLetter
 		}

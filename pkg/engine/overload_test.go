@@ -315,3 +315,51 @@ func TestBurstOfFailuresRecovers(t *testing.T) {
 	}
 	t.Logf("%d records; the breaker opened %d times, held %d failed deliveries; now %v", total, s.Opened[overload.ReasonDependency], s.Held, s.State)
 }
+
+// TestGuardOnAQuietTopicClosesOnAFreshSuccess: records of many keys that
+// the app rejects (422), alone on a topic, trip the guard, and its probes
+// are the held records, which fail again. A good record produced then is
+// probed beside them and succeeds: the breaker closes, and the held
+// records, delivered again, count for the guard, which trips again after
+// max_dead_letters (5) more. A second good record closes it again and the
+// rest reach the DLQ. Before, the held records outvoted the fresh success
+// round after round and the topic stayed stopped until a restart (the
+// newcomer walk-through of 7 December); a close that let the held records
+// go uncounted dead-lettered every one of them (DESIGN.md invariant 9).
+func TestGuardOnAQuietTopicClosesOnAFreshSuccess(t *testing.T) {
+	e := newEnv(t, 1, time.Hour)
+	e.app.setAnswer(func(m *delivery.Message) error {
+		if strings.HasPrefix(string(m.Value), "bad") {
+			return &delivery.StatusError{Status: 422, Body: "unknown customer"}
+		}
+		return nil
+	})
+	o, g, logs := e.gated(e.app, true)
+	const n = 12
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, rec(fmt.Sprint("bad-", i), "bad"))
+	}
+	e.produce(recs...)
+	eng, _ := e.start(o)
+	trips := func() int64 { return g.Snapshot(time.Now()).Opened[overload.ReasonSystemic] }
+	eventually(t, "the guard tripped", func() bool { return trips() == 1 })
+	eventually(t, "a probe round lost to the held records", func() bool { return strings.Contains(logs.String(), "a probe failed") })
+	deadLettered := func(want int64) func() bool {
+		return func() bool { return eng.Stats().Permanent.Load() == want }
+	}
+	eventually(t, "5 records dead-lettered (max_dead_letters)", deadLettered(5))
+	e.produce(rec("good-1", "order"))
+	eventually(t, "the first good record delivered and the guard tripped again", func() bool {
+		return e.app.numAcked() == 1 && trips() == 2
+	})
+	// Open again, nothing more is routed: 10 stays 10.
+	eventually(t, "10 records dead-lettered (max_dead_letters twice)", deadLettered(10))
+	e.produce(rec("good-2", "order"))
+	eventually(t, "the second good record delivered, every bad record in the DLQ, the breaker closed", func() bool {
+		return e.app.numAcked() == 2 && len(e.readAll(e.plan.DLQ)) == n && g.Snapshot(time.Now()).State == overload.Closed
+	})
+	if !strings.Contains(logs.String(), "a fresh record succeeded and only records that failed before failed again") {
+		t.Errorf("no close line:\n%s", logs.String())
+	}
+}
