@@ -72,14 +72,15 @@ func (o *observability) handler(health http.Handler) http.Handler {
 // metrics.
 func (o *observability) observer() engine.Observer { return o.tel.Observer() }
 
-// watchEngine reports an engine's in-flight deliveries, blocked keys and
-// parked records.
+// watchEngine reports an engine's in-flight deliveries, blocked keys,
+// parked records and held keys.
 func (o *observability) watchEngine(group, source string, e *engine.Engine) {
 	st := e.Stats()
 	o.stops = append(o.stops, o.tel.ObserveEngine(group, source, telemetry.EngineGauges{
 		InFlight:      st.InFlight.Load,
 		BlockedKeys:   st.BlockedKeys.Load,
 		ParkedRecords: st.ParkedRecords.Load,
+		HeldKeys:      st.HeldKeys.Load,
 	}))
 }
 

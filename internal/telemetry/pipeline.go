@@ -76,6 +76,9 @@ type EngineGauges struct {
 	BlockedKeys func() int64
 	// ParkedRecords is the number of records the engine holds parked.
 	ParkedRecords func() int64
+	// HeldKeys is the number of blocked keys held under on_dead_letter
+	// hold, waiting for `kretry parking release`.
+	HeldKeys func() int64
 }
 
 type engineGauges struct {
@@ -124,13 +127,14 @@ func NewPipeline(mp metric.MeterProvider) (*Pipeline, error) {
 	inFlight := gauge("kretry.deliveries.in_flight", "{delivery}", "Deliveries under way.")
 	blocked := gauge("kretry.parking.blocked_keys", "{key}", "Keys whose later records are parked behind a failing record.")
 	parked := gauge("kretry.parking.records", "{record}", "Records the engine holds parked.")
+	held := gauge("kretry.parking.held_keys", "{key}", "Blocked keys held under on_dead_letter hold: their parked records wait for `kretry parking release`.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		p.observeEngines(o, inFlight, blocked, parked)
+		p.observeEngines(o, engineInstruments{inFlight, blocked, parked, held})
 		return nil
-	}, inFlight, blocked, parked)
+	}, inFlight, blocked, parked, held)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +142,15 @@ func NewPipeline(mp metric.MeterProvider) (*Pipeline, error) {
 	return p, nil
 }
 
+// engineInstruments are the gauges of EngineGauges, in its order.
+type engineInstruments struct {
+	inFlight, blocked, parked, held metric.Int64ObservableGauge
+}
+
 // observeEngines observes into o, for each engine ObserveEngine watches,
-// its deliveries in flight, blocked keys and parked records (the gauges
-// it has a func for).
-func (p *Pipeline) observeEngines(o metric.Observer, inFlight, blocked, parked metric.Int64ObservableGauge) {
+// its deliveries in flight, blocked keys, parked records and held keys
+// (the gauges it has a func for).
+func (p *Pipeline) observeEngines(o metric.Observer, in engineInstruments) {
 	p.mu.Lock()
 	engines := slices.Clone(p.engines)
 	p.mu.Unlock()
@@ -149,7 +158,7 @@ func (p *Pipeline) observeEngines(o metric.Observer, inFlight, blocked, parked m
 		for _, x := range []struct {
 			g  metric.Int64ObservableGauge
 			fn func() int64
-		}{{inFlight, e.g.InFlight}, {blocked, e.g.BlockedKeys}, {parked, e.g.ParkedRecords}} {
+		}{{in.inFlight, e.g.InFlight}, {in.blocked, e.g.BlockedKeys}, {in.parked, e.g.ParkedRecords}, {in.held, e.g.HeldKeys}} {
 			if x.fn != nil {
 				o.ObserveInt64(x.g, x.fn(), e.set)
 			}

@@ -66,6 +66,7 @@ func TestRulesUseExportedNames(t *testing.T) {
 	obs.Delivered(engine.DeliveryEvent{Group: "orders-kretry", Topic: "orders", Source: "orders", Stage: "source", Outcome: "ok", Duration: time.Millisecond})
 	obs.Moved(engine.MoveEvent{Group: "orders-kretry", Source: "orders", To: "orders.retry.1m", Kind: "retry", Class: "transient", Stage: "tier-1"})
 	obs.Moved(engine.MoveEvent{Group: "orders-kretry", Source: "orders", To: "orders.dlq", Kind: "dead-letter", Class: "permanent", Stage: "dlq"})
+	defer tel.Pipeline().ObserveEngine("orders-kretry", "orders", telemetry.EngineGauges{HeldKeys: func() int64 { return 1 }})()
 	body := scrape(t, tel.Handler())
 
 	for _, name := range []string{
@@ -75,6 +76,7 @@ func TestRulesUseExportedNames(t *testing.T) {
 		"kretry_stage_records",
 		"kretry_moves_total",
 		"kretry_deliveries_total",
+		"kretry_parking_held_keys",
 	} {
 		if !strings.Contains(string(rules), name) {
 			t.Errorf("the rules do not use %s any more: update this list", name)

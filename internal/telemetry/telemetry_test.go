@@ -67,8 +67,9 @@ func TestPipelineMetrics(t *testing.T) {
 		Kind: "dead-letter", Class: "permanent", Stage: "dlq"})
 	obs.Committed(engine.CommitEvent{Group: "orders-kretry", Source: "orders", Committed: true, Records: 102, Duration: 40 * time.Millisecond})
 	obs.Committed(engine.CommitEvent{Group: "orders-kretry", Source: "orders", Committed: false, Records: 3, Duration: time.Second})
-	var inFlight int64 = 7
-	stop := tel.Pipeline().ObserveEngine("orders-kretry", "orders", telemetry.EngineGauges{InFlight: func() int64 { return inFlight }})
+	var inFlight, held int64 = 7, 2
+	stop := tel.Pipeline().ObserveEngine("orders-kretry", "orders", telemetry.EngineGauges{
+		InFlight: func() int64 { return inFlight }, HeldKeys: func() int64 { return held }})
 
 	body := scrape(t, tel.Handler())
 	src := `kretry_source="orders",kretry_stage="source",messaging_consumer_group_name="orders-kretry",messaging_destination_name="orders"`
@@ -84,6 +85,7 @@ func TestPipelineMetrics(t *testing.T) {
 		`kretry_transactions_total{kretry_outcome="aborted",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 1`,
 		`kretry_transaction_records_total{kretry_outcome="committed",kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 102`,
 		`kretry_deliveries_in_flight{kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 7`,
+		`kretry_parking_held_keys{kretry_source="orders",messaging_consumer_group_name="orders-kretry"} 2`,
 		`kretry_delivery_attempt_bucket{kretry_outcome="ok",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="1"} 100`,
 		`kretry_delivery_attempt_bucket{kretry_outcome="permanent",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="1"} 0`,
 		`kretry_delivery_attempt_bucket{kretry_outcome="permanent",kretry_source="orders",messaging_consumer_group_name="orders-kretry",le="2"} 1`,

@@ -121,6 +121,7 @@ func (c *core) reset() {
 			c.stats.ParkedRecords.Add(-int64(sh.parkedCount() + sh.releasedCount()))
 		}
 		c.stats.BlockedKeys.Add(-int64(sh.blockedCount()))
+		c.stats.HeldKeys.Add(-int64(sh.held))
 	}
 	for _, q := range c.pauseQueue {
 		q.pauseQueued = false

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kretry/kretry/parking"
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -26,6 +27,8 @@ type sim struct {
 	// fetched, when set, sees each record as it is ingested (a copy of
 	// the one in logs).
 	fetched func(*kgo.Record)
+	// maxHeld is the most keys held at one check.
+	maxHeld int
 }
 
 func newSim(t *testing.T, policy flow.OnDeadLetter) *sim {
@@ -130,13 +133,20 @@ func (s *sim) commit() {
 // check compares the shard's counts with a walk of its lanes.
 func (s *sim) check(step int, op string) {
 	s.t.Helper()
-	parked, blocked := 0, 0
+	parked, blocked, held := 0, 0, 0
 	for _, l := range s.sh.lanes {
 		parked += l.park.Parked()
 		if l.counted {
 			blocked++
 		}
+		if l.keyed && l.park.State() == parking.Held {
+			held++
+		}
 	}
+	if g := s.c.stats.HeldKeys.Load(); g != int64(held) {
+		s.t.Fatalf("step %d (%s): HeldKeys gauge = %d, the lanes hold %d", step, op, g, held)
+	}
+	s.maxHeld = max(s.maxHeld, held)
 	if got := s.sh.parkedCount(); got != parked {
 		s.t.Fatalf("step %d (%s): parkedCount() = %d, the lanes hold %d", step, op, got, parked)
 	}
@@ -210,6 +220,12 @@ func TestShardCountsEqualTheWalk(t *testing.T) {
 			s.c.reset()
 			if g := s.c.stats.BlockedKeys.Load(); g != 0 {
 				t.Fatalf("after a reset the BlockedKeys gauge is %d, want 0", g)
+			}
+			if g := s.c.stats.HeldKeys.Load(); g != 0 {
+				t.Fatalf("after a reset the HeldKeys gauge is %d, want 0", g)
+			}
+			if policy == flow.OnDeadLetterHold && s.maxHeld == 0 {
+				t.Fatal("no key was ever held: the sequence tests nothing of HeldKeys")
 			}
 			if g := s.c.stats.ParkedRecords.Load(); g != 0 {
 				t.Fatalf("after a reset the ParkedRecords gauge is %d, want 0", g)

@@ -135,18 +135,31 @@ func (c *core) untail(en *entry) {
 	}
 }
 
-// syncBlocked keeps the BlockedKeys gauge and its shard's count in step
-// with l: the one place that sets lane.counted.
+// syncBlocked keeps the BlockedKeys and HeldKeys gauges and its shard's
+// counts in step with l: the one place that sets lane.counted and
+// lane.heldCounted.
 func (c *core) syncBlocked(l *lane) {
-	if b := l.keyed && l.blocked(); b != l.counted {
-		l.counted = b
-		d := -1
-		if b {
-			d = 1
-		}
+	if d := step(&l.counted, l.keyed && l.blocked()); d != 0 {
 		l.sh.blocked += d
 		c.stats.BlockedKeys.Add(int64(d))
 	}
+	if d := step(&l.heldCounted, l.keyed && l.park.State() == parking.Held); d != 0 {
+		l.sh.held += d
+		c.stats.HeldKeys.Add(int64(d))
+	}
+}
+
+// step sets *counted to now and returns the change in a count of such
+// flags: 1, -1 or 0.
+func step(counted *bool, now bool) int {
+	if *counted == now {
+		return 0
+	}
+	*counted = now
+	if now {
+		return 1
+	}
+	return -1
 }
 
 // spillAfter is how long a delivery may hold its partition's committed
@@ -275,6 +288,7 @@ func (c *core) parkWaiting(l *lane, prev *entry) {
 // is the entry whose transaction carries any op this writes; nil writes
 // them with the next transaction.
 func (c *core) feed(l *lane, carrier *entry) {
+	defer c.syncBlocked(l) // also after a release's first record: held no more
 	if !l.dlqGate {
 		for _, p := range l.park.TakeForDLQ() {
 			c.addMove(p, retrytopics.Route{Action: retrytopics.DeadLetter, Topic: c.plan.DLQ, Class: delivery.ClassPermanent},
@@ -293,7 +307,6 @@ func (c *core) feed(l *lane, carrier *entry) {
 		l.park.ReleaseDone()
 	}
 	c.maybeUnblock(l, carrier)
-	c.syncBlocked(l)
 }
 
 // maybeUnblock writes the unblock op of a key that has nothing left in the

@@ -172,8 +172,14 @@ func TestOnDeadLetterPolicies(t *testing.T) {
 		if n := eng.Stats().Parked.Load(); n != 3 {
 			t.Errorf("%d parked, want 3 (v1, v2 and v3 that came later)", n)
 		}
+		if n := eng.Stats().HeldKeys.Load(); n != 1 {
+			t.Errorf("HeldKeys gauge %d while K is held, want 1", n)
+		}
 		e.produce(OperatorRelease(retrytopics.ParkingTopic(e.plan.Source), 0, []byte("K")))
 		eventually(t, "released", func() bool { return len(e.app.ackedValues("K")) == 3 })
+		if n := eng.Stats().HeldKeys.Load(); n != 0 {
+			t.Errorf("HeldKeys gauge %d after the release, want 0", n)
+		}
 		if got := strings.Join(e.app.ackedValues("K"), ","); got != "v1,v2,v3" {
 			t.Errorf("acknowledged %s, want v1,v2,v3", got)
 		}

@@ -27,9 +27,10 @@ type shard struct {
 	// parked is the records parked or on their way to parking over the
 	// lanes in lanes: each keeps it in step (parking.Key.CountIn), so a
 	// pause decision does not walk the lanes. blocked is the lanes counted
-	// in Stats.BlockedKeys (lane.counted), kept by syncBlocked.
-	parked  parking.Tally
-	blocked int
+	// in Stats.BlockedKeys (lane.counted), held those in Stats.HeldKeys
+	// (lane.heldCounted), both kept by syncBlocked.
+	parked        parking.Tally
+	blocked, held int
 	// parkingBytes is the keys and values of the park moves decided and
 	// not yet read back (parking.Key's pending, in bytes): they left the
 	// source queue's count when a transaction took them, and join the
@@ -148,6 +149,7 @@ type lane struct {
 	markers      []*entry        // block/release ops of the key, settled when it unblocks
 	dlqGate      bool            // the dead-lettered head's DLQ write is not committed yet
 	counted      bool            // counted in Stats.BlockedKeys
+	heldCounted  bool            // counted in Stats.HeldKeys
 	blockWritten bool            // a block op stands in the changelog
 }
 

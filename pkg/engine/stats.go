@@ -22,6 +22,9 @@ type Stats struct {
 	// parked (or on their way to parking) on this instance now.
 	BlockedKeys   atomic.Int64
 	ParkedRecords atomic.Int64
+	// HeldKeys is a gauge: blocked keys held under on_dead_letter hold,
+	// waiting for `kretry parking release`, on this instance now.
+	HeldKeys atomic.Int64
 	// Batches counts committed transactions; Aborted those that did not
 	// commit (their records are delivered again).
 	Batches atomic.Int64
