@@ -269,10 +269,11 @@ func (f *dlqFlags) checkFilter() error {
 		}
 	}
 	var err error
-	if fl.Since, err = parseWhen(*f.since); err != nil {
+	now := time.Now() // one instant: --since 2h --until 2h is an empty window
+	if fl.Since, err = parseWhen(*f.since, now); err != nil {
 		return fmt.Errorf("--since: %w", err)
 	}
-	if fl.Until, err = parseWhen(*f.until); err != nil {
+	if fl.Until, err = parseWhen(*f.until, now); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
 	if !fl.Since.IsZero() && !fl.Until.IsZero() && !fl.Since.Before(fl.Until) {
@@ -326,12 +327,12 @@ func splitAll(values []string) []string {
 // parseWhen reads an RFC 3339 time or a duration before now; "" is zero.
 // Its error says what to write: the hours of a count of days, the zone a
 // time lacks.
-func parseWhen(s string) (time.Time, error) {
+func parseWhen(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return time.Now().Add(-d), nil
+		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	switch {

@@ -319,6 +319,7 @@ func TestDLQFilterFlagsSayWhatToWrite(t *testing.T) {
 		{"list --since 7d", `"7d": a duration has no day unit, write "168h"`},
 		{"list --until 2026-12-07T01:00:00", `"2026-12-07T01:00:00" has no time zone: add Z for UTC (2026-12-07T01:00:00Z)`},
 		{"list --since 2h --until 3h", "--since 2h ("},
+		{"list --since 2h --until 2h", "--since 2h ("}, // an empty window, both from one now
 		{"redrive --dry-run --by= ", "--by is empty"},
 		{"list --state waiting,bogus", `--state "bogus": want waiting, redriven, discarded or all`},
 		{"list --record 0/01", `--record: record "0/01": want <partition>/<offset>`}, // parsed, it matched nothing
