@@ -81,12 +81,11 @@ type breaker struct {
 	ramp   int           // after closing: the in-flight cap; 0 none
 
 	// A systemic outage's probe round (poison.go): its answers so far
-	// and what they showed; recount, after a systemic outage closed, the
-	// answer whose held records count for the guard again.
-	answered                   int
-	freshOK, freshBad, heldBad bool
-	freshID                    string // the fresh record that succeeded
-	recount                    string
+	// and what they showed; freshBadSince, a fresh failure while open
+	// between two rounds, which the next round carries.
+	answered                                  int
+	freshOK, freshBad, heldBad, freshBadSince bool
+	freshID                                   string // the fresh record that succeeded
 
 	// The windows of first attempts and of retries (tier records): the
 	// retries count only while no first attempt succeeded in the last
@@ -267,7 +266,7 @@ func (b *breaker) wait(n int) time.Duration {
 func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	b.state, b.reason, b.since, b.rounds, b.ramp, b.weak = Open, reason, now, 0, 0, false
 	b.outage++
-	b.recount = ""
+	b.freshBadSince = false
 	if b.recovering {
 		b.relapses = min(maxRelapses, b.relapses+1) // see size
 	} else {
@@ -306,7 +305,8 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 		// A fresh record fails too: an outage. Also when it is not this
 		// round's probe: one admitted before the opening, or a probe
 		// answering after faster ones lost its round (a timeout).
-		b.weak, b.freshBad = false, true
+		b.weak = false
+		b.noteFreshFailure()
 	}
 	if v, closed := b.poison(now, t, o, failed, fresh); closed {
 		return v
@@ -347,14 +347,9 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 }
 
 // closeProbed closes the breaker after its probes showed the app answers:
-// delivery resumes gradually (slow start), and after a systemic outage
-// the held records failing again with its answer count for the guard
-// (recount).
+// delivery resumes gradually (slow start).
 func (b *breaker) closeProbed() {
 	b.state, b.ramp = Closed, b.cfg.Probes
-	if b.reason == ReasonSystemic {
-		b.recount = b.answer
-	}
 	b.resetWindow()
 }
 

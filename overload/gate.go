@@ -43,13 +43,12 @@ type Outcome struct {
 	// Again: the record was held before (its earlier failure did not
 	// count). Its failure says little of the dependency now — the same
 	// record failing again — so it does not count towards opening the
-	// breaker or tripping the guard (one exception: see breaker.recount);
-	// its success counts.
+	// breaker; its success counts. Its permanent failure counts for the
+	// guard once the breaker is closed (see heldRejection).
 	Again bool
 	// Redriven: a record `kretry dlq redrive` brought back. Answered with
-	// a permanent error it counts as Again does (see seenBefore), also
-	// after a systemic outage closed (see breaker.recount): it was in the
-	// DLQ already and goes back.
+	// a permanent error it counts for nothing (see seenBefore): it was in
+	// the DLQ already and goes back.
 	Redriven bool
 	// Released: a parked record released after its key's earlier record
 	// finished. Its key failed before, so its failure, like a retry's, is
@@ -273,7 +272,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 // during is what ended while t's delivery ran. g.mu is held.
 func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
 	b := g.breaker
-	if o.seenBefore() && !b.recounts(o) {
+	if o.seenBefore() && !o.heldRejection() {
 		return Count
 	}
 	if g.cfg.Guard.Enabled && g.guard.observe(now, o) {

@@ -13,28 +13,31 @@ import "time"
 // which a fresh record succeeds and only records that failed before fail
 // closes the outage: the app answers what it has not seen.
 //
-// Closed, the held records are delivered again; failing with the answer
-// that tripped the guard they count for the guard (recount), although a
-// record held before counts for nothing otherwise (Outcome.Again): without
+// Closed, the held records are delivered again; failing permanently they
+// count for the guard (heldRejection), although a record held before
+// counts for nothing else (Outcome.Again): without
 // that, every held record went to the DLQ, past max_dead_letters (a
 // breaker helper's rig: 90 of 100 records answered 404 and one good
 // record after the trip dead-lettered 90, against 10; DESIGN.md invariant
 // 9). With it, each close lets at most MaxDeadLetters more through before
 // the guard trips again, and only a fresh success closes it.
 
-// newRound forgets what the previous probe round showed.
+// newRound forgets what the previous probe round showed, but for a fresh
+// failure since it ended.
 func (b *breaker) newRound() {
-	b.answered, b.freshOK, b.freshBad, b.heldBad = 0, false, false, false
+	b.answered, b.freshOK, b.heldBad = 0, false, false
+	b.freshBad, b.freshBadSince = b.freshBadSince, false
 }
 
 // poison takes the outcome o of a delivery made while the breaker is open
 // or probing (failed: o is the outage going on; fresh: o is a first
 // attempt not seen before) and closes a systemic outage when the probe
 // round o belongs to, the one under way or the one just lost, is
-// answered in full and shows poison: a fresh record succeeded, records
-// that failed before failed, and no fresh record failed (also outside the
-// round: one admitted before the opening). The round must be whole: a
-// fresh probe still running may yet fail. A probe of an earlier outage
+// answered in full (every probe handed out in it answered) and shows
+// poison: a fresh record was acknowledged, records that failed before
+// failed, and no fresh record failed (also outside the round: one
+// admitted before the opening; see noteFreshFailure). The round must be
+// whole: a fresh probe still running may yet fail. A probe of an earlier outage
 // counts for nothing. It returns o's verdict and true when it closed.
 func (b *breaker) poison(now time.Time, t Ticket, o Outcome, failed, fresh bool) (Verdict, bool) {
 	current := t.round == b.rounds && b.state == Probing
@@ -44,7 +47,7 @@ func (b *breaker) poison(now time.Time, t Ticket, o Outcome, failed, fresh bool)
 	}
 	b.answered++
 	switch {
-	case fresh && !failed:
+	case fresh && o.Class == OK: // not a fresh record rejected otherwise
 		b.freshOK, b.freshID = true, o.ID
 	case failed && !fresh:
 		b.heldBad = true
@@ -63,10 +66,26 @@ func (b *breaker) poison(now time.Time, t Ticket, o Outcome, failed, fresh bool)
 	return Count, true
 }
 
-// recounts reports whether o, of a record that failed before, counts for
-// the guard: a held record answered, again, the answer of the systemic
-// outage that closed last (see poison). A redriven record does not: it
-// was in the DLQ already.
-func (b *breaker) recounts(o Outcome) bool {
-	return b.recount != "" && o.Again && !o.Redriven && o.Class == Permanent && o.Answer == b.recount
+// heldRejection reports whether o is a held record's permanent failure
+// (not a redriven record's). With the breaker closed it counts for the
+// guard, though it counts for nothing else: the guard's outage holds the
+// records it stopped, and once it closes they are delivered again; left
+// out, every one of them reached the DLQ (the close on poison tried and
+// reverted on 7 December). Only the held records' failures with the
+// outage's answer were counted at first, and only until the next opening:
+// an outage of another kind between the close and their delivery let
+// every one through (a breaker helper's rig: 90 routed, want 5).
+func (o Outcome) heldRejection() bool {
+	return o.Again && !o.Redriven && o.Class == Permanent
+}
+
+// noteFreshFailure notes a fresh record failing with the outage's answer:
+// the round under way, or the one just lost, cannot close on poison, nor,
+// when the breaker is open between two rounds (a record admitted before
+// the opening answering late, a lost round's probe), the next one.
+func (b *breaker) noteFreshFailure() {
+	b.freshBad = true
+	if b.state != Probing {
+		b.freshBadSince = true
+	}
 }

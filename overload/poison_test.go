@@ -23,6 +23,11 @@ func poisonRig(t *testing.T) (*Gate, *bytes.Buffer) {
 	return g, log
 }
 
+// rejected is a fresh record answered 422: permanent, not the rig's 404.
+func rejected(key string) Outcome {
+	return Outcome{Class: Permanent, Key: key, ID: "orders/0/" + key, Answer: "422", Message: "status 422: rejected"}
+}
+
 // heldNotFound is a record held since the guard tripped, answered 404 again.
 func heldNotFound(key string) Outcome { o := notFound(key); o.Again = true; return o }
 
@@ -107,6 +112,38 @@ func TestGuardClosesOnPoison(t *testing.T) {
 		g.Done(at, tks[2], heldNotFound("k6"))
 		wantState(t, g, at, Open)
 	})
+	t.Run("a fresh record rejected otherwise", func(t *testing.T) {
+		// A 422 during a 404 outage is no success: the app accepted
+		// nothing (a breaker helper's rig: 12 of 12 in the DLQ, against 5).
+		g, _ := poisonRig(t)
+		at, tks := probeRound(t, g)
+		g.Done(at, tks[0], rejected("fresh-422"))
+		g.Done(at, tks[1], heldNotFound("k5"))
+		g.Done(at, tks[2], heldNotFound("k6"))
+		wantState(t, g, at, Open)
+	})
+	t.Run("a fresh failure between two rounds", func(t *testing.T) {
+		// Admitted before the guard tripped, answering while it is open
+		// between rounds: the next round does not close on poison.
+		g, _ := poisonRig(t)
+		at, tks := probeRound(t, g)
+		for i, tk := range tks {
+			g.Done(at, tk, heldNotFound(fmt.Sprint("k", 5+i)))
+		}
+		wantState(t, g, at, Open)
+		g.Done(at, Ticket{timed: true}, notFound("fresh-late"))
+		at, tks = probeRound(t, g)
+		g.Done(at, tks[0], success("fresh-ok"))
+		g.Done(at, tks[1], heldNotFound("k5"))
+		g.Done(at, tks[2], heldNotFound("k6"))
+		wantState(t, g, at, Open)
+		// The round after that one closes: the late failure is one round old.
+		at, tks = probeRound(t, g)
+		g.Done(at, tks[0], success("fresh-ok-2"))
+		g.Done(at, tks[1], heldNotFound("k5"))
+		g.Done(at, tks[2], heldNotFound("k6"))
+		wantState(t, g, at, Closed)
+	})
 	t.Run("only held records", func(t *testing.T) {
 		g, _ := poisonRig(t)
 		at, tks := probeRound(t, g)
@@ -148,11 +185,12 @@ func TestGuardClosesOnPoison(t *testing.T) {
 }
 
 // TestHeldRecordsCountForTheGuardAfterItCloses: once a systemic outage
-// closed, its held records failing again with its answer count for the
-// guard, so at most max_dead_letters of them reach the DLQ before it trips
-// again (DESIGN.md invariant 9). Uncounted, as a record held before is
-// otherwise, all of them did (the close on poison tried and reverted on 7
-// December). A redriven record does not count: it was in the DLQ already.
+// closed, its held records failing again count for the guard, so at most
+// max_dead_letters of them reach the DLQ before it trips again (DESIGN.md
+// invariant 9), also when another outage opened and closed before they
+// came back. Uncounted, as a record held before is for the breaker, all
+// of them did (the close on poison tried and reverted on 7 December). A
+// redriven record does not count: it was in the DLQ already.
 func TestHeldRecordsCountForTheGuardAfterItCloses(t *testing.T) {
 	for _, close := range []struct {
 		name  string
@@ -166,6 +204,32 @@ func TestHeldRecordsCountForTheGuardAfterItCloses(t *testing.T) {
 		{"probes succeeded", func(g *Gate, at time.Time, tks []Ticket) {
 			g.Done(at, tks[0], success("fresh-1"))
 			g.Done(at, tks[1], success("fresh-2"))
+		}},
+		{"then a dependency outage", func(g *Gate, at time.Time, tks []Ticket) {
+			g.Done(at, tks[0], success("fresh-1"))
+			g.Done(at, tks[1], success("fresh-2"))
+			for i := 0; g.Snapshot(at).State == Closed; i++ {
+				g.Admit(at, false, 0)
+				g.Done(at, Ticket{}, fail(fmt.Sprint("d", i)))
+			}
+			at = g.breaker.until
+			for i := range 2 {
+				tk, _ := g.Admit(at, false, 0)
+				g.Done(at, tk, success(fmt.Sprint("up", i)))
+			}
+		}},
+		{"then an outage on another answer", func(g *Gate, at time.Time, tks []Ticket) {
+			g.Done(at, tks[0], success("fresh-1"))
+			g.Done(at, tks[1], success("fresh-2"))
+			for i := 0; g.Snapshot(at).State == Closed; i++ {
+				g.Admit(at, false, 0)
+				g.Done(at, Ticket{}, rejected(fmt.Sprint("r", i)))
+			}
+			at = g.breaker.until
+			for i := range 2 {
+				tk, _ := g.Admit(at, false, 0)
+				g.Done(at, tk, success(fmt.Sprint("up", i)))
+			}
 		}},
 	} {
 		t.Run(close.name, func(t *testing.T) {
