@@ -235,7 +235,7 @@ func (b *breaker) admit(now time.Time, inflight int) (ok, probe bool) {
 
 // unadmit gives back a probe that a later policy refused.
 func (b *breaker) unadmit(t Ticket) {
-	if t.probe && t.round == b.rounds && b.state == Probing {
+	if t.probe && t.outage == b.outage && t.round == b.rounds && b.state == Probing {
 		b.out--
 	}
 }
@@ -290,9 +290,16 @@ func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 }
 
 // fails reports whether o counts as the outage going on.
+//
+// In the guard's outage every permanent answer fails, not only the one
+// that tripped it: a probe that the app rejects otherwise (a 422 in a 404
+// outage) is no sign that it accepts records again. Counted as a success,
+// two fresh 422s closed a 404 outage, the held 404s followed to the DLQ,
+// and again at every pair: 45 of them with nothing acknowledged (a breaker
+// helper's rig).
 func (b *breaker) fails(o Outcome) bool {
 	if b.reason == ReasonSystemic {
-		return o.Class == Transient || o.Class == Permanent && o.Answer == b.answer
+		return o.Class == Transient || o.Class == Permanent
 	}
 	return o.Class == Transient
 }
@@ -300,7 +307,7 @@ func (b *breaker) fails(o Outcome) bool {
 // done takes the outcome of a delivery made while open or probing.
 func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	failed := b.fails(o)
-	fresh := !t.retry && !o.Released && !o.seenBefore()
+	fresh := !t.retry && !o.Released && !o.Again && !o.seenBefore()
 	if failed && fresh {
 		// A fresh record fails too: an outage. Also when it is not this
 		// round's probe: one admitted before the opening, or a probe
@@ -311,7 +318,7 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 	if v, closed := b.poison(now, t, o, failed, fresh); closed {
 		return v
 	}
-	if !t.probe || t.round != b.rounds || b.state != Probing {
+	if !t.probe || t.outage != b.outage || t.round != b.rounds || b.state != Probing {
 		if failed {
 			b.held++
 			return Hold

@@ -144,6 +144,18 @@ func TestGuardClosesOnPoison(t *testing.T) {
 		g.Done(at, tks[2], heldNotFound("k6"))
 		wantState(t, g, at, Closed)
 	})
+	t.Run("a held record's success", func(t *testing.T) {
+		// Fresh means not held before: a held record acknowledged is no
+		// record the app had not seen.
+		g, _ := poisonRig(t)
+		at, tks := probeRound(t, g)
+		ok := success("k5")
+		ok.Again = true
+		g.Done(at, tks[0], ok)
+		g.Done(at, tks[1], heldNotFound("k6"))
+		g.Done(at, tks[2], heldNotFound("k7"))
+		wantState(t, g, at, Open)
+	})
 	t.Run("only held records", func(t *testing.T) {
 		g, _ := poisonRig(t)
 		at, tks := probeRound(t, g)
@@ -265,5 +277,47 @@ func TestHeldRecordsCountForTheGuardAfterItCloses(t *testing.T) {
 			}
 		}
 		wantState(t, g, at, Closed)
+	})
+}
+
+// TestGuardProbesMustBeAcknowledged: in the guard's outage a probe the app
+// rejects with another permanent answer fails the round, as the outage's
+// own answer does: two fresh 422s closed a 404 outage, the held 404s
+// followed to the DLQ and again at every pair, 45 with nothing
+// acknowledged (a breaker helper's rig). And a probe of an earlier outage
+// counts for nothing in the next one's round.
+func TestGuardProbesMustBeAcknowledged(t *testing.T) {
+	t.Run("other permanent answers", func(t *testing.T) {
+		g, _ := poisonRig(t)
+		for round := range 5 {
+			at, tks := probeRound(t, g)
+			for i, tk := range tks[:2] {
+				if v := g.Done(at, tk, rejected(fmt.Sprint("r", round, i))); v != Probe {
+					t.Fatalf("round %d: a fresh 422 probe: %v, want Probe (held: it fails the round)", round, v)
+				}
+			}
+			wantState(t, g, at, Open)
+			g.Done(at, tks[2], heldNotFound("k5"))
+		}
+		if s := g.Snapshot(g.breaker.until); s.Opened[ReasonSystemic] != 1 {
+			t.Errorf("the guard tripped %d times, want 1 (never closed)", s.Opened[ReasonSystemic])
+		}
+	})
+	t.Run("a probe of an earlier outage", func(t *testing.T) {
+		g, _ := poisonRig(t)
+		at, old := probeRound(t, g)
+		g.Done(at, old[0], success("fresh-1"))
+		g.Done(at, old[1], success("fresh-2"))
+		wantState(t, g, at, Closed)
+		for i := range 6 {
+			deliver(t, g, at, false, notFound(fmt.Sprint("again", i)))
+		}
+		at, tks := probeRound(t, g)
+		g.Done(at, old[2], success("fresh-3")) // the first outage's, late
+		g.Done(at, tks[0], success("fresh-4"))
+		wantState(t, g, at, Probing) // one success of this round's, not two
+		g.Done(at, tks[1], notFound("fresh-404"))
+		g.Done(at, tks[2], notFound("fresh-404-2"))
+		wantState(t, g, at, Open)
 	})
 }
