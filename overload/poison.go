@@ -79,7 +79,8 @@ func (o Outcome) heldRejection() bool {
 	return o.Again && !o.Redriven && o.Class == Permanent
 }
 
-// noteFreshFailure notes a fresh record failing with the outage's answer:
+// noteFreshFailure notes a fresh record failing (transiently, or with any
+// permanent answer: see breaker.fails):
 // the round under way, or the one just lost, cannot close on poison, nor,
 // when the breaker is open between two rounds (a record admitted before
 // the opening answering late, a lost round's probe), the next one.

@@ -138,8 +138,8 @@ const (
 )
 
 // MaxBreakerProbes bounds breaker.probes: the probes are real deliveries
-// sent to a dependency that was failing, and all must succeed to close the
-// breaker; more than this is a flood, not a probe.
+// sent to a dependency that was failing, and a majority must succeed to
+// close the breaker; more than this is a flood, not a probe.
 const MaxBreakerProbes = 100
 
 // Breaker is the dependency breaker of one topic: when most recent
@@ -164,7 +164,7 @@ type Breaker struct {
 	Wait    time.Duration `koanf:"wait"`
 	MaxWait time.Duration `koanf:"max_wait"`
 	// Probes is how many deliveries probe the dependency when the wait is
-	// over (default 3, at most MaxBreakerProbes); all must succeed to close the breaker, after which
+	// over (default 3, at most MaxBreakerProbes); a majority must succeed to close the breaker, after which
 	// the in-flight limit grows by one per success back to max_in_flight.
 	Probes int `koanf:"probes"`
 }
