@@ -46,6 +46,34 @@ func probeRound(t *testing.T, g *Gate) (time.Time, []Ticket) {
 	return at, tks
 }
 
+// playRound admits the next round's three probes and answers the first
+// len(os) of them with os, in order; it returns the round's time.
+func playRound(t *testing.T, g *Gate, os ...Outcome) time.Time {
+	t.Helper()
+	at, tks := probeRound(t, g)
+	for i, o := range os {
+		g.Done(at, tks[i], o)
+	}
+	return at
+}
+
+// acknowledged is n fresh records acknowledged, keys prefix0, prefix1….
+func acknowledged(prefix string, n int) []Outcome {
+	var os []Outcome
+	for i := range n {
+		os = append(os, success(fmt.Sprint(prefix, i)))
+	}
+	return os
+}
+
+// tripAgain delivers six records answered 404: the guard trips again.
+func tripAgain(t *testing.T, g *Gate, at time.Time) {
+	t.Helper()
+	for i := range 6 {
+		deliver(t, g, at, false, notFound(fmt.Sprint("again", i)))
+	}
+}
+
 const poisonLine = "a fresh record succeeded and only records that failed before failed again"
 
 func wantState(t *testing.T, g *Gate, at time.Time, want State) {
@@ -116,52 +144,34 @@ func TestGuardClosesOnPoison(t *testing.T) {
 		// A 422 during a 404 outage is no success: the app accepted
 		// nothing (a breaker helper's rig: 12 of 12 in the DLQ, against 5).
 		g, _ := poisonRig(t)
-		at, tks := probeRound(t, g)
-		g.Done(at, tks[0], rejected("fresh-422"))
-		g.Done(at, tks[1], heldNotFound("k5"))
-		g.Done(at, tks[2], heldNotFound("k6"))
+		at := playRound(t, g, rejected("fresh-422"), heldNotFound("k5"), heldNotFound("k6"))
 		wantState(t, g, at, Open)
 	})
 	t.Run("a fresh failure between two rounds", func(t *testing.T) {
 		// Admitted before the guard tripped, answering while it is open
 		// between rounds: the next round does not close on poison.
 		g, _ := poisonRig(t)
-		at, tks := probeRound(t, g)
-		for i, tk := range tks {
-			g.Done(at, tk, heldNotFound(fmt.Sprint("k", 5+i)))
-		}
+		at := playRound(t, g, heldNotFound("k5"), heldNotFound("k6"), heldNotFound("k7"))
 		wantState(t, g, at, Open)
 		g.Done(at, Ticket{timed: true}, notFound("fresh-late"))
-		at, tks = probeRound(t, g)
-		g.Done(at, tks[0], success("fresh-ok"))
-		g.Done(at, tks[1], heldNotFound("k5"))
-		g.Done(at, tks[2], heldNotFound("k6"))
+		at = playRound(t, g, success("fresh-ok"), heldNotFound("k5"), heldNotFound("k6"))
 		wantState(t, g, at, Open)
 		// The round after that one closes: the late failure is one round old.
-		at, tks = probeRound(t, g)
-		g.Done(at, tks[0], success("fresh-ok-2"))
-		g.Done(at, tks[1], heldNotFound("k5"))
-		g.Done(at, tks[2], heldNotFound("k6"))
+		at = playRound(t, g, success("fresh-ok-2"), heldNotFound("k5"), heldNotFound("k6"))
 		wantState(t, g, at, Closed)
 	})
 	t.Run("a held record's success", func(t *testing.T) {
 		// Fresh means not held before: a held record acknowledged is no
 		// record the app had not seen.
 		g, _ := poisonRig(t)
-		at, tks := probeRound(t, g)
 		ok := success("k5")
 		ok.Again = true
-		g.Done(at, tks[0], ok)
-		g.Done(at, tks[1], heldNotFound("k6"))
-		g.Done(at, tks[2], heldNotFound("k7"))
+		at := playRound(t, g, ok, heldNotFound("k6"), heldNotFound("k7"))
 		wantState(t, g, at, Open)
 	})
 	t.Run("only held records", func(t *testing.T) {
 		g, _ := poisonRig(t)
-		at, tks := probeRound(t, g)
-		for i, tk := range tks {
-			g.Done(at, tk, heldNotFound(fmt.Sprint("k", 5+i)))
-		}
+		at := playRound(t, g, heldNotFound("k5"), heldNotFound("k6"), heldNotFound("k7"))
 		wantState(t, g, at, Open)
 	})
 	t.Run("a probe of an earlier outage", func(t *testing.T) {
@@ -172,9 +182,7 @@ func TestGuardClosesOnPoison(t *testing.T) {
 		wantState(t, g, at, Closed)
 		// The guard trips again; the first outage's last probe answers
 		// while the second's round is under way.
-		for i := range 6 {
-			deliver(t, g, at, false, notFound(fmt.Sprint("again", i)))
-		}
+		tripAgain(t, g, at)
 		wantState(t, g, at, Open)
 		at, tks := probeRound(t, g)
 		g.Done(at, tks[0], heldNotFound("again5"))
@@ -185,13 +193,9 @@ func TestGuardClosesOnPoison(t *testing.T) {
 	t.Run("a dependency outage", func(t *testing.T) {
 		g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
 		openBreaker(t, g)
-		at, tks := probeRound(t, g)
-		held := fail("h1")
-		held.Again = true
-		g.Done(at, tks[0], success("fresh"))
-		g.Done(at, tks[1], held)
-		held.Key = "h2"
-		g.Done(at, tks[2], held)
+		h1, h2 := fail("h1"), fail("h2")
+		h1.Again, h2.Again = true, true
+		at := playRound(t, g, success("fresh"), h1, h2)
 		wantState(t, g, at, Open)
 	})
 }
@@ -204,50 +208,34 @@ func TestGuardClosesOnPoison(t *testing.T) {
 // of them did (the close on poison tried and reverted on 7 December). A
 // redriven record does not count: it was in the DLQ already.
 func TestHeldRecordsCountForTheGuardAfterItCloses(t *testing.T) {
+	// another opens the closed gate with outcomes of mk, then two
+	// acknowledged probes close it.
+	another := func(mk func(string) Outcome) func(*Gate) {
+		return func(g *Gate) {
+			at := g.breaker.until
+			for i := 0; g.Snapshot(at).State == Closed; i++ {
+				g.Admit(at, false, 0)
+				g.Done(at, Ticket{}, mk(fmt.Sprint("o", i)))
+			}
+			playRound(t, g, acknowledged("up", 2)...)
+		}
+	}
 	for _, close := range []struct {
 		name  string
-		round func(g *Gate, at time.Time, tks []Ticket)
+		round []Outcome
+		then  func(*Gate) // nil: nothing
 	}{
-		{"on poison", func(g *Gate, at time.Time, tks []Ticket) {
-			g.Done(at, tks[0], success("fresh"))
-			g.Done(at, tks[1], heldNotFound("p1"))
-			g.Done(at, tks[2], heldNotFound("p2"))
-		}},
-		{"probes succeeded", func(g *Gate, at time.Time, tks []Ticket) {
-			g.Done(at, tks[0], success("fresh-1"))
-			g.Done(at, tks[1], success("fresh-2"))
-		}},
-		{"then a dependency outage", func(g *Gate, at time.Time, tks []Ticket) {
-			g.Done(at, tks[0], success("fresh-1"))
-			g.Done(at, tks[1], success("fresh-2"))
-			for i := 0; g.Snapshot(at).State == Closed; i++ {
-				g.Admit(at, false, 0)
-				g.Done(at, Ticket{}, fail(fmt.Sprint("d", i)))
-			}
-			at = g.breaker.until
-			for i := range 2 {
-				tk, _ := g.Admit(at, false, 0)
-				g.Done(at, tk, success(fmt.Sprint("up", i)))
-			}
-		}},
-		{"then an outage on another answer", func(g *Gate, at time.Time, tks []Ticket) {
-			g.Done(at, tks[0], success("fresh-1"))
-			g.Done(at, tks[1], success("fresh-2"))
-			for i := 0; g.Snapshot(at).State == Closed; i++ {
-				g.Admit(at, false, 0)
-				g.Done(at, Ticket{}, rejected(fmt.Sprint("r", i)))
-			}
-			at = g.breaker.until
-			for i := range 2 {
-				tk, _ := g.Admit(at, false, 0)
-				g.Done(at, tk, success(fmt.Sprint("up", i)))
-			}
-		}},
+		{"on poison", []Outcome{success("fresh"), heldNotFound("p1"), heldNotFound("p2")}, nil},
+		{"probes succeeded", acknowledged("fresh-", 2), nil},
+		{"then a dependency outage", acknowledged("fresh-", 2), another(fail)},
+		{"then an outage on another answer", acknowledged("fresh-", 2), another(rejected)},
 	} {
 		t.Run(close.name, func(t *testing.T) {
 			g, _ := poisonRig(t)
-			at, tks := probeRound(t, g)
-			close.round(g, at, tks)
+			at := playRound(t, g, close.round...)
+			if close.then != nil {
+				close.then(g)
+			}
 			wantState(t, g, at, Closed)
 			routed := 0
 			for i := range 90 {
@@ -266,9 +254,7 @@ func TestHeldRecordsCountForTheGuardAfterItCloses(t *testing.T) {
 	}
 	t.Run("redriven records", func(t *testing.T) {
 		g, _ := poisonRig(t)
-		at, tks := probeRound(t, g)
-		g.Done(at, tks[0], success("fresh-1"))
-		g.Done(at, tks[1], success("fresh-2"))
+		at := playRound(t, g, acknowledged("fresh-", 2)...)
 		for i := range 20 {
 			o := heldNotFound(fmt.Sprint("r", i))
 			o.Redriven = true
@@ -309,9 +295,7 @@ func TestGuardProbesMustBeAcknowledged(t *testing.T) {
 		g.Done(at, old[0], success("fresh-1"))
 		g.Done(at, old[1], success("fresh-2"))
 		wantState(t, g, at, Closed)
-		for i := range 6 {
-			deliver(t, g, at, false, notFound(fmt.Sprint("again", i)))
-		}
+		tripAgain(t, g, at)
 		at, tks := probeRound(t, g)
 		g.Done(at, old[2], success("fresh-3")) // the first outage's, late
 		g.Done(at, tks[0], success("fresh-4"))
