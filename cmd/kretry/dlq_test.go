@@ -24,23 +24,8 @@ import (
 // without kretry headers, and a config file pointing at it.
 func dlqEnv(t *testing.T) string {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, cl, _ := testCluster(t, 1, "orders", "orders.dlq", "orders.retry.1m", "orders.parking")
 	ctx := context.Background()
-	adm := kadm.NewClient(cl)
-	for _, topic := range []string{"orders", "orders.dlq", "orders.retry.1m", "orders.parking"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	at := time.Now().Add(-time.Hour)
 	for i, f := range []retrytopics.Failure{
 		{Class: delivery.ClassPermanent, Status: 422, Message: "status 422: unknown customer 17"},

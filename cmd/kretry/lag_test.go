@@ -17,8 +17,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kretry/kretry/internal/broker"
 )
 
 // lagEnv is an embedded broker holding a kretry pipeline (orders, one
@@ -29,7 +27,8 @@ func lagEnv(t *testing.T, withTier bool) string {
 	if withTier {
 		topics = append(topics, "orders.retry.1m")
 	}
-	addr, cl, adm := lagCluster(t, 2, topics...)
+	b, cl, adm := testCluster(t, 2, topics...)
+	addr := b.Addrs()[0]
 	ctx := context.Background()
 	old := time.Now().Add(-90 * time.Second)
 	for i := range 5 {
@@ -43,30 +42,6 @@ func lagEnv(t *testing.T, withTier bool) string {
 		t.Fatal(err)
 	}
 	return lagConfig(t, addr)
-}
-
-// lagCluster is an embedded broker with topics of partitions each, and a
-// client (manual partitioner) and its admin, closed at the end of the
-// test; addr is the broker's address.
-func lagCluster(t *testing.T, partitions int32, topics ...string) (addr string, cl *kgo.Client, adm *kadm.Client) {
-	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err = kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm = kadm.NewClient(cl)
-	for _, topic := range topics {
-		if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b.Addrs()[0], cl, adm
 }
 
 // lagConfig writes a config of one topic, orders with the 1m tier, on the
@@ -277,7 +252,8 @@ func TestShellWord(t *testing.T) {
 // that is none of its config's stages (a tier since removed from
 // retry.tiers, records still in it) is said to be consumed by nothing.
 func TestLagNamesATopicNoStageConsumes(t *testing.T) {
-	addr, cl, adm := lagCluster(t, 1, "orders", "orders.dlq", "orders.parking", "orders.retry.1m", "orders.retry.10s")
+	b, cl, adm := testCluster(t, 1, "orders", "orders.dlq", "orders.parking", "orders.retry.1m", "orders.retry.10s")
+	addr := b.Addrs()[0]
 	ctx := context.Background()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders.retry.10s", Value: []byte("waiting")}).FirstErr(); err != nil {
 		t.Fatal(err)

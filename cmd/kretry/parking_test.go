@@ -276,21 +276,7 @@ func TestParkingReleaseByHex(t *testing.T) {
 // ("on_dead_letter: hold"); closed at the end of the test.
 func parkingRig(t *testing.T, partitions int32, topicFields string) (*broker.Broker, *kgo.Client, string) {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	for _, topic := range []string{"orders", "orders.parking"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b, cl, _ := testCluster(t, partitions, "orders", "orders.parking")
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	yaml := "kafka: {brokers: [" + b.Addrs()[0] + "]}\napp: {url: http://127.0.0.1:1/}\ntopics: [{name: orders, " + topicFields + "}]\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
