@@ -139,19 +139,19 @@ func (c *core) untail(en *entry) {
 // counts in step with l: the one place that sets lane.counted and
 // lane.heldCounted.
 func (c *core) syncBlocked(l *lane) {
-	if d := step(&l.counted, l.keyed && l.blocked()); d != 0 {
+	if d := recount(&l.counted, l.keyed && l.blocked()); d != 0 {
 		l.sh.blocked += d
 		c.stats.BlockedKeys.Add(int64(d))
 	}
-	if d := step(&l.heldCounted, l.keyed && l.park.State() == parking.Held); d != 0 {
+	if d := recount(&l.heldCounted, l.keyed && l.park.State() == parking.Held); d != 0 {
 		l.sh.held += d
 		c.stats.HeldKeys.Add(int64(d))
 	}
 }
 
-// step sets *counted to now and returns the change in a count of such
+// recount sets *counted to now and returns the change in a count of such
 // flags: 1, -1 or 0.
-func step(counted *bool, now bool) int {
+func recount(counted *bool, now bool) int {
 	if *counted == now {
 		return 0
 	}
