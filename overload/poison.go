@@ -37,8 +37,9 @@ func (b *breaker) newRound() {
 // poison: a fresh record was acknowledged, records that failed before
 // failed, and no fresh record failed (also outside the round: one
 // admitted before the opening; see noteFreshFailure). The round must be
-// whole: a fresh probe still running may yet fail. A probe of an earlier outage
-// counts for nothing. It returns o's verdict and true when it closed.
+// whole: a fresh probe still running may yet fail. A probe of an earlier
+// outage counts for nothing. It returns o's verdict and true when it
+// closed.
 func (b *breaker) poison(now time.Time, t Ticket, o Outcome, failed, fresh bool) (Verdict, bool) {
 	current := t.round == b.rounds && b.state == Probing
 	lost := t.round == b.rounds-1 && b.state == Open
@@ -47,7 +48,7 @@ func (b *breaker) poison(now time.Time, t Ticket, o Outcome, failed, fresh bool)
 	}
 	b.answered++
 	switch {
-	case fresh && o.Class == OK: // not a fresh record rejected otherwise
+	case fresh && o.Class == OK: // acknowledged
 		b.freshOK, b.freshID = true, o.ID
 	case failed && !fresh:
 		b.heldBad = true
@@ -80,10 +81,10 @@ func (o Outcome) heldRejection() bool {
 }
 
 // noteFreshFailure notes a fresh record failing (transiently, or with any
-// permanent answer: see breaker.fails):
-// the round under way, or the one just lost, cannot close on poison, nor,
-// when the breaker is open between two rounds (a record admitted before
-// the opening answering late, a lost round's probe), the next one.
+// permanent answer: see breaker.fails): the round under way, or the one
+// just lost, cannot close on poison, nor, when the breaker is open between
+// two rounds (a record admitted before the opening answering late, a lost
+// round's probe), the next one.
 func (b *breaker) noteFreshFailure() {
 	b.freshBad = true
 	if b.state != Probing {
