@@ -4,7 +4,7 @@ GO ?= go
 .PHONY: test build demo vet fmt fault-long fault-overload
 
 # The one test command (CI runs exactly this): go.mod and go.sum tidy in
-# both modules (go mod tidy -diff prints what is not, and fails), vet (the benchmark module in
+# all three modules, first (go mod tidy -diff prints what is not, and fails), vet (the benchmark module in
 # e2e/bench too, so an engine change cannot break it unnoticed, and its unit
 # tests, which start no broker: how it books events and orders runs), then every
 # test with the race detector, with a 25-minute limit. The correctness
@@ -25,10 +25,11 @@ GO ?= go
 test:
 	$(GO) mod tidy -diff
 	cd e2e/bench && $(GO) mod tidy -diff
+	cd e2e/containers && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd e2e/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 	bash -o pipefail -c '$(GO) test -json -race -count=1 -timeout 25m ./... 2>&1 | $(GO) run ./internal/testsummary'
-	cd e2e/containers && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd e2e/containers && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The long fault suite: 100,000 records on a three-node Kafka cluster with
 # ten kretry kills, broker kills and a rolling restart (about 15 minutes);

@@ -60,26 +60,32 @@ func cmdParkingList(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "kretry parking list: %v\n", err)
 		return exitFail
 	}
-	rows := parkedKeys(keys, *heldOnly, t.Ordering == flow.OrderingPartition)
+	rows := parkedKeys(keys, t.Ordering == flow.OrderingPartition)
+	notHeld := 0 // left out by --held
+	if *heldOnly {
+		all := len(rows)
+		rows = slices.DeleteFunc(rows, func(r parkedKey) bool { return r.State != parking.Held.String() })
+		notHeld = all - len(rows)
+	}
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(rows); err != nil {
 			return exitFail
 		}
 		return exitOK
 	}
-	printParked(stdout, rows, t, *path)
+	printParked(stdout, rows, notHeld, t, *path)
 	return exitOK
 }
 
-// parkedKeys are the rows of the keys that are not idle (only the held
-// ones with heldOnly), by partition and key. With wholePartition (ordering
-// partition) each partition has one lane, named "(whole partition)".
-func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly, wholePartition bool) []parkedKey {
+// parkedKeys are the rows of the keys that are not idle, by partition and
+// key. With wholePartition (ordering partition) each partition has one
+// lane, named "(whole partition)".
+func parkedKeys(keys map[int32]map[string]*parking.Lookup, wholePartition bool) []parkedKey {
 	rows := []parkedKey{}
 	for p, ks := range keys {
 		for k, l := range ks {
 			st := l.State()
-			if st == parking.Idle || heldOnly && st != parking.Held {
+			if st == parking.Idle {
 				continue
 			}
 			name := printable([]byte(k), 1<<30) // whole: it is given back to release
@@ -97,10 +103,17 @@ func parkedKeys(keys map[int32]map[string]*parking.Lookup, heldOnly, wholePartit
 }
 
 // printParked prints rows, the keys of t's parking topic, as a table,
-// with the command that releases a held one.
-func printParked(w io.Writer, rows []parkedKey, t *config.Topic, path string) {
+// with the command that releases a held one; notHeld keys that are not
+// idle were left out by --held.
+func printParked(w io.Writer, rows []parkedKey, notHeld int, t *config.Topic, path string) {
 	parkingTopic := t.Parking.Topic
-	if len(rows) == 0 {
+	switch {
+	case len(rows) == 0 && notHeld > 0:
+		// Not "nothing parked": a key whose record is still in a tier is
+		// not held yet (a newcomer polling --held read it so).
+		fmt.Fprintf(w, "no key is held in %s (%d not held yet or no more: blocked, releasing or dead-lettering; kretry parking list without --held shows them)\n", parkingTopic, notHeld)
+		return
+	case len(rows) == 0:
 		fmt.Fprintf(w, "no key is parked or blocked in %s\n", parkingTopic)
 		return
 	}

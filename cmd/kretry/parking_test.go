@@ -191,6 +191,23 @@ func TestParkingList(t *testing.T) {
 	}
 }
 
+// TestParkingListHeldWhenNoneIsHeld: --held with a key blocked but not
+// held says no key is held and how many were left out, not that nothing
+// is parked (a newcomer polling it during the README's hold recipe read
+// "no key is parked or blocked" while one was).
+func TestParkingListHeldWhenNoneIsHeld(t *testing.T) {
+	_, cl, cfg := parkingRig(t, 1, "on_dead_letter: hold")
+	parkRecords(t, cl, parking.OpRecord("orders.parking", 0, []byte("k"), parking.OpBlock, "orders/0/1"),
+		&kgo.Record{Topic: "orders.parking", Key: []byte("k"), Value: []byte("parked")})
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"parking", "list", "-c", cfg, "--topic", "orders", "--held"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := "no key is held in orders.parking (1 not held yet or no more"; !strings.Contains(out.String(), want) {
+		t.Errorf("--held with one key blocked: %q, want %q", out.String(), want)
+	}
+}
+
 // TestParkingReleaseWithOrderingPartition: with ordering partition the
 // engine keeps one lane per partition, whose ops carry an empty key; the
 // parked records keep their own. A key's release goes to the partition
