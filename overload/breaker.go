@@ -121,6 +121,10 @@ type breaker struct {
 	// proven: a delivery succeeded since the gate was built (see
 	// Outcome.Last).
 	proven bool
+	// freshSinceClose: a fresh first attempt succeeded since the last
+	// probed close; lastReopened: this episode opened again on a last-tier
+	// failure before one did (see again.go).
+	freshSinceClose, lastReopened bool
 
 	held   int64
 	opened map[Reason]int64
@@ -203,7 +207,7 @@ func (b *breaker) recovered() {
 	if b.trial++; b.trial < b.size() {
 		return
 	}
-	b.recovering, b.relapses = false, 0
+	b.recovering, b.relapses, b.lastReopened = false, 0, false
 	b.first.shrink(b.cfg.Window)
 	b.retry.shrink(b.cfg.Window)
 	b.released.shrink(b.cfg.Window)
@@ -357,6 +361,7 @@ func (b *breaker) done(now time.Time, t Ticket, o Outcome) Verdict {
 // delivery resumes gradually (slow start).
 func (b *breaker) closeProbed() {
 	b.state, b.ramp = Closed, b.cfg.Probes
+	b.freshSinceClose = false
 	b.resetWindow()
 }
 

@@ -272,6 +272,9 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 // during is what ended while t's delivery ran. g.mu is held.
 func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
 	b := g.breaker
+	if b.downAgain(t, o) {
+		return g.reopenOnLast(now, o)
+	}
 	if o.seenBefore() && !o.heldRejection() {
 		return Count
 	}
