@@ -258,8 +258,12 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 		return Count
 	}
 	if b.state != Closed {
+		if g.guardsOutage(now, o) {
+			return Hold
+		}
+		systemic := b.reason == ReasonSystemic
 		v := b.done(now, t, o)
-		if b.state == Closed {
+		if b.state == Closed && systemic {
 			g.guard.reset() // the answers before the outage are of no use now
 		}
 		return v
@@ -310,14 +314,35 @@ func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) V
 }
 
 // openForDependency opens the breaker for the dependency on o (weak: on
-// weak evidence only), restarts the guard's count and returns Hold. g.mu
-// is held.
+// weak evidence only) and returns Hold. The guard's count goes on (see
+// guardsOutage). g.mu is held.
 func (g *Gate) openForDependency(now time.Time, o Outcome, weak bool) Verdict {
 	b := g.breaker
 	b.open(now, ReasonDependency, o)
 	b.weak = weak
-	g.guard.reset()
 	return Hold
+}
+
+// guardsOutage counts a permanent answer during a dependency outage for
+// the guard, as one with the breaker closed (closedVerdict), and when it
+// trips the guard the outage becomes the guard's: it opens again,
+// systemic, and o is held. A dependency outage's probe answered 404 is a
+// success (the dependency answers), and the deliveries under way when it
+// opened are routed as they end; the guard used to restart its count at
+// the opening and at the close, so an app back from a dependency outage
+// on a wrong path put 15 records in the DLQ before the guard stopped it,
+// against max_dead_letters 10 (a breaker helper's rig, 7 December).
+// g.mu is held.
+func (g *Gate) guardsOutage(now time.Time, o Outcome) bool {
+	b := g.breaker
+	if !g.cfg.Guard.Enabled || b.reason != ReasonDependency || o.Class != Permanent ||
+		o.seenBefore() && !o.heldRejection() || !g.guard.observe(now, o) {
+		return false
+	}
+	b.open(now, ReasonSystemic, o)
+	g.guard.report(o, b)
+	g.guard.reset()
+	return true
 }
 
 // Probing reports whether the next admitted delivery would be a probe:

@@ -48,3 +48,45 @@ func TestDependencyDownAgainAfterACloseDeadLettersNothing(t *testing.T) {
 		t.Errorf("opened %v for the dependency, want at least twice", s.Opened)
 	}
 }
+
+// TestWrongPathAfterADependencyOutage (overload.Gate.guardsOutage; a
+// breaker helper's rig of 7 December: 15 dead-lettered against 10): the
+// app acknowledges 30 records, answers 503 until the breaker opens, and
+// comes back on a wrong path: 404 to everything. The probes answered 404
+// close the dependency outage (the app answers); at most max_dead_letters
+// (10) records may be dead-lettered with the 404 before the guard stops
+// delivery. Once the path is fixed every other record is acknowledged.
+func TestWrongPathAfterADependencyOutage(t *testing.T) {
+	e := newEnv(t, 3, 300*time.Millisecond)
+	var answered atomic.Int64
+	var wrongPath, fixed atomic.Bool
+	e.app.setAnswer(func(*delivery.Message) error {
+		switch {
+		case answered.Add(1) <= 30 || fixed.Load():
+			return nil
+		case wrongPath.Load():
+			return &delivery.StatusError{Status: 404, Body: "no route for /kafka"}
+		}
+		return &delivery.StatusError{Status: 503, Body: "unavailable"}
+	})
+	const n = 300
+	e.produce(keyed(n, 3)...)
+	o, g, _ := e.defaultGate(e.app)
+	eng, _ := e.start(o)
+	eventually(t, "the breaker open for the dependency", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonDependency] > 0 })
+	wrongPath.Store(true)
+	eventually(t, "the guard tripped", func() bool { return g.Snapshot(time.Now()).Opened[overload.ReasonSystemic] > 0 })
+	fixed.Store(true)
+	// A dead-letter behind a held record of its partition is committed
+	// with it: the counts are whole once every record settled.
+	st := eng.Stats()
+	eventually(t, "every record acknowledged or dead-lettered", func() bool {
+		return e.app.numAcked()+int(st.Permanent.Load()+st.Exhausted.Load()) == n
+	})
+	if d := st.Permanent.Load(); d > 10 {
+		t.Errorf("%d records dead-lettered with 404, want at most max_dead_letters 10", d)
+	}
+	if d := st.Exhausted.Load(); d != 0 {
+		t.Errorf("%d records dead-lettered as exhausted by the outage, want none", d)
+	}
+}
