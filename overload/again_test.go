@@ -14,7 +14,7 @@ func heldLast(key string) Outcome { o := fail(key); o.Again, o.Last = true, true
 
 func heldOK(key string) Outcome { o := success(key); o.Again = true; return o }
 
-const againLine = "a record on its last tier failed before any fresh record succeeded"
+const againLine = "a record on its last tier failed and no fresh record succeeded since the breaker closed"
 
 // TestHeldRecordsWhenTheDependencyIsDownAgain (a breaker helper's gate rig,
 // 7 December: 50 of 50 dead-lettered): an outage held 50 records on their
@@ -83,8 +83,9 @@ func closeOnProbes(t *testing.T, g *Gate, os ...Outcome) time.Time {
 }
 
 // TestHeldRecordAfterAFreshSuccessCounts: once a fresh record succeeded
-// after the close, the dependency serves; a held record failing on its
-// last tier fails on its own and is dead-lettered (Count), as before.
+// after the close, the dependency serves records it has not seen; a held
+// record failing on its last tier fails on its own and is dead-lettered
+// (Count), as before.
 func TestHeldRecordAfterAFreshSuccessCounts(t *testing.T) {
 	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
 	at := closeOnProbes(t, g, heldOK("h0"), heldOK("h1"))
@@ -94,12 +95,12 @@ func TestHeldRecordAfterAFreshSuccessCounts(t *testing.T) {
 	}
 	wantState(t, g, at, Closed)
 
-	// Probes that were fresh records are not a fresh success since the
-	// close: the held record's failure still opens it.
+	// Probes that were fresh records do not count: the held record's
+	// failure still opens it.
 	g, _ = newTestGate(t, Config{Breaker: breakerConfig()})
 	at = closeOnProbes(t, g, acknowledged("p", 2)...)
 	if v := deliver(t, g, at, true, heldLast("h2")); v != Hold {
-		t.Errorf("held record failing before any fresh success since the close: %v, want Hold", v)
+		t.Errorf("held record failing after the close on fresh probes: %v, want Hold", v)
 	}
 	wantState(t, g, at, Open)
 
@@ -139,21 +140,65 @@ func TestLastTierBeforeAnyOutageCounts(t *testing.T) {
 	wantState(t, g, t0, Closed)
 }
 
-// TestHeldRecordOpensAgainOncePerEpisode: a held record that fails for
-// reasons of its own, delivered first after every close, opens the
-// breaker once; closed again by fresh probes, its next failure counts.
-func TestHeldRecordOpensAgainOncePerEpisode(t *testing.T) {
+// TestHeldRecordOpensAgainOnce: a held record that fails for reasons of
+// its own, delivered first after the close, opens the breaker once;
+// closed again by fresh probes, its next failure counts. The reopening is
+// no relapse: a dependency down again afterwards opens the breaker on as
+// few failures as without it.
+func TestHeldRecordOpensAgainOnce(t *testing.T) {
+	downAgain := func(poison bool) (routed int) {
+		g, log := newTestGate(t, Config{Breaker: breakerConfig()})
+		at := closeOnProbes(t, g, heldOK("h0"), heldOK("h1"))
+		if poison {
+			if v := deliver(t, g, at, true, heldLast("poison")); v != Hold {
+				t.Fatalf("first failure after the close: %v, want Hold", v)
+			}
+			if n := strings.Count(log.String(), "breaker open:"); n != 2 {
+				t.Errorf("%d lines say the breaker opened, want 2 (one per opening):\n%s", n, log)
+			}
+			at = playRound(t, g, acknowledged("p", 2)...)
+			wantState(t, g, at, Closed)
+			if v := deliver(t, g, at, true, heldLast("poison")); v != Count {
+				t.Errorf("second failure: %v, want Count (dead-lettered)", v)
+			}
+			wantState(t, g, at, Closed)
+		}
+		for i := 0; g.Snapshot(at).State == Closed; i++ {
+			if deliver(t, g, at, false, fail(fmt.Sprint("down", i))) == Count {
+				routed++
+			}
+		}
+		return routed
+	}
+	if with, without := downAgain(true), downAgain(false); with != without {
+		t.Errorf("dependency down again: %d fresh failures routed before the breaker opened after the poison's reopening, %d without it; want the same", with, without)
+	}
+}
+
+// TestPoisonInAQuietBacklogOpensOnce: only retries flow after the close
+// (a quiet source), 25 acknowledged between each of 10 records on their
+// last tier that fail for reasons of their own. Without a fresh success
+// the breaker opens again once, not once per such record (the next
+// breaker round: 10 times, when this was once per episode).
+func TestPoisonInAQuietBacklogOpensOnce(t *testing.T) {
 	g, _ := newTestGate(t, Config{Breaker: breakerConfig()})
 	at := closeOnProbes(t, g, heldOK("h0"), heldOK("h1"))
-	if v := deliver(t, g, at, true, heldLast("poison")); v != Hold {
-		t.Fatalf("first failure after the close: %v, want Hold", v)
+	reopened := 0
+	for p := range 10 {
+		for i := range 25 {
+			deliver(t, g, at, true, success(fmt.Sprint("r", p, "-", i)))
+		}
+		o := fail(fmt.Sprint("poison", p))
+		o.Last = true
+		if deliver(t, g, at, true, o) == Hold {
+			reopened++
+			at = playRound(t, g, heldOK(fmt.Sprint("p", p, "a")), heldOK(fmt.Sprint("p", p, "b")))
+			wantState(t, g, at, Closed)
+		}
 	}
-	at = playRound(t, g, acknowledged("p", 2)...)
-	wantState(t, g, at, Closed)
-	if v := deliver(t, g, at, true, heldLast("poison")); v != Count {
-		t.Errorf("second failure in the episode: %v, want Count (dead-lettered)", v)
+	if reopened != 1 {
+		t.Errorf("the breaker opened again %d times for 10 records on their last tier, want once", reopened)
 	}
-	wantState(t, g, at, Closed)
 }
 
 // TestLastTierWithTheGuardAloneCounts: with the breaker off (the guard
@@ -172,6 +217,21 @@ func TestLastTierWithTheGuardAloneCounts(t *testing.T) {
 	o.Last = true
 	if v := deliver(t, g, at, true, o); v != Count {
 		t.Errorf("last-tier failure with the breaker off: %v, want Count", v)
+	}
+	wantState(t, g, at, Closed)
+}
+
+// TestLastTierAfterTheGuardClosesCounts: the guard's outage closes on an
+// acknowledged fresh probe and the dependency was never down; a retry
+// failing on its last tier afterwards is dead-lettered, as before.
+func TestLastTierAfterTheGuardClosesCounts(t *testing.T) {
+	g, _ := poisonRig(t)
+	at := playRound(t, g, success("fresh"), heldNotFound("k5"), heldNotFound("k4"))
+	wantState(t, g, at, Closed)
+	o := fail("retry")
+	o.Last = true
+	if v := deliver(t, g, at, true, o); v != Count {
+		t.Errorf("last-tier failure after the guard closed: %v, want Count", v)
 	}
 	wantState(t, g, at, Closed)
 }

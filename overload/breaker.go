@@ -121,9 +121,9 @@ type breaker struct {
 	// proven: a delivery succeeded since the gate was built (see
 	// Outcome.Last).
 	proven bool
-	// freshSinceClose: a fresh first attempt succeeded since the last
-	// probed close; lastReopened: this episode opened again on a last-tier
-	// failure before one did (see again.go).
+	// freshSinceClose: a fresh first attempt succeeded with the breaker
+	// closed since it last closed on probes; lastReopened: it opened again
+	// on a last-tier failure since the last such success (see again.go).
 	freshSinceClose, lastReopened bool
 
 	held   int64
@@ -207,7 +207,7 @@ func (b *breaker) recovered() {
 	if b.trial++; b.trial < b.size() {
 		return
 	}
-	b.recovering, b.relapses, b.lastReopened = false, 0, false
+	b.recovering, b.relapses = false, 0
 	b.first.shrink(b.cfg.Window)
 	b.retry.shrink(b.cfg.Window)
 	b.released.shrink(b.cfg.Window)
@@ -285,12 +285,14 @@ func (b *breaker) open(now time.Time, reason Reason, o Outcome) {
 	b.until, b.span = now.Add(w), w
 	b.opened[reason]++
 	b.held++
-	if reason == ReasonDependency {
-		b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
-			"reason", reason, "failed", b.first.failures+b.retry.failures+b.released.failures,
-			"deliveries", len(b.first.keys)+len(b.retry.keys)+b.released.failures, // its successes are in first
-			"seen", o.Answer, "example", o.Message, "wait", w.Round(time.Millisecond).String(), "reopenings", b.relapses)
-	}
+}
+
+// logOpen logs the opening for the dependency on o.
+func (b *breaker) logOpen(o Outcome) {
+	b.log.Warn("breaker open: most recent deliveries failed; delivery paused, no attempts consumed",
+		"reason", b.reason, "failed", b.first.failures+b.retry.failures+b.released.failures,
+		"deliveries", len(b.first.keys)+len(b.retry.keys)+b.released.failures, // its successes are in first
+		"seen", o.Answer, "example", o.Message, "wait", b.span.Round(time.Millisecond).String(), "reopenings", b.relapses)
 }
 
 // fails reports whether o counts as the outage going on.

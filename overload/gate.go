@@ -254,6 +254,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 	if o.Class == OK {
 		b.proven = true
 	}
+	b.noteFresh(t, o)
 	if !g.cfg.Breaker.Enabled && !g.cfg.Guard.Enabled {
 		return Count
 	}
@@ -276,7 +277,7 @@ func (g *Gate) Done(now time.Time, t Ticket, o Outcome) Verdict {
 // during is what ended while t's delivery ran. g.mu is held.
 func (g *Gate) closedVerdict(now time.Time, t Ticket, o Outcome, during tally) Verdict {
 	b := g.breaker
-	if b.downAgain(t, o) {
+	if b.downAgain(o) {
 		return g.reopenOnLast(now, o)
 	}
 	if o.seenBefore() && !o.heldRejection() {
@@ -320,22 +321,25 @@ func (g *Gate) openForDependency(now time.Time, o Outcome, weak bool) Verdict {
 	b := g.breaker
 	b.open(now, ReasonDependency, o)
 	b.weak = weak
+	b.logOpen(o)
 	return Hold
 }
 
-// guardsOutage counts a permanent answer during a dependency outage for
-// the guard, as one with the breaker closed (closedVerdict), and when it
-// trips the guard the outage becomes the guard's: it opens again,
-// systemic, and o is held. A dependency outage's probe answered 404 is a
-// success (the dependency answers), and the deliveries under way when it
-// opened are routed as they end; the guard used to restart its count at
-// the opening and at the close, so an app back from a dependency outage
-// on a wrong path put 15 records in the DLQ before the guard stopped it,
-// against max_dead_letters 10 (a breaker helper's rig, 7 December).
-// g.mu is held.
+// guardsOutage counts an answer during a dependency outage for the
+// guard, as with the breaker closed (closedVerdict), and when it trips
+// the guard the outage becomes the guard's: it opens again, systemic, and
+// o is held. A dependency outage's probe answered 404 is a success (the
+// dependency answers), and the deliveries under way when it opened are
+// routed as they end; the guard used to restart its count at the opening
+// and at the close, so an app back from a dependency outage on a wrong
+// path put 15 records in the DLQ before the guard stopped it, against
+// max_dead_letters 10 (a breaker helper's rig, 7 December). The
+// acknowledgements count too: with only the rejections counted, 22
+// deliveries under way at the opening, every other one answered 404,
+// tripped it (the next breaker round). g.mu is held.
 func (g *Gate) guardsOutage(now time.Time, o Outcome) bool {
 	b := g.breaker
-	if !g.cfg.Guard.Enabled || b.reason != ReasonDependency || o.Class != Permanent ||
+	if !g.cfg.Guard.Enabled || b.reason != ReasonDependency ||
 		o.seenBefore() && !o.heldRejection() || !g.guard.observe(now, o) {
 		return false
 	}

@@ -175,8 +175,7 @@ func (b *Breaker) On() bool { return b.Enabled == nil || *b.Enabled }
 // Guard is the systemic permanent failure guard of one topic: the same
 // permanent answer (one status, or a permanent handler error) for many
 // different records of different keys within Window, and for at least
-// Share of the last MaxDeadLetters+1 deliveries in it that the app
-// answered (transient failures left out), is taken for a fault of the dependency
+// Share of the last MaxDeadLetters+1 deliveries in it, is taken for a fault of the dependency
 // (a wrong app.url answering 404, a 401 classified permanent), not for
 // poison. Once MaxDeadLetters such records were dead-lettered, kretry
 // stops and waits as the breaker does, logs one line naming what it saw,
@@ -191,8 +190,7 @@ type Guard struct {
 	// Window is how far back the guard looks (default 1m).
 	Window time.Duration `koanf:"window"`
 	// Share in (0, 1] of the last MaxDeadLetters+1 deliveries in the
-	// window that the app answered (acknowledged or rejected, transient
-	// failures left out) that must have that answer (default 0.9).
+	// window that must have that answer (default 0.9).
 	Share float64 `koanf:"share"`
 }
 
