@@ -3,8 +3,9 @@ package overload
 import "time"
 
 // This file opens the breaker again when the dependency is down again
-// after a dependency outage closed, before a record on its last tier is dead-lettered
-// (DESIGN.md invariant 9: an outage dead-letters nothing by itself).
+// after a dependency outage closed, before a record on its last tier is
+// dead-lettered (DESIGN.md invariant 9: an outage dead-letters nothing by
+// itself).
 //
 // Once its probes succeed, the breaker closes and the records it held are
 // delivered again, the retries due meanwhile with them. Many are on their
