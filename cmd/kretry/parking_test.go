@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +308,38 @@ func parkRecords(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	t.Helper()
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestREADMEHeldLoopWaitsForTheKey: the README's hold recipe polls
+// `parking list --held` with grep until customer-42 is held. Its pattern
+// must not match the answer while no key is held (a newcomer's loop
+// matched " held " in "no key is held in …" and went on at once, so the
+// release that followed was refused), and must match the key's row once
+// it is.
+func TestREADMEHeldLoopWaitsForTheKey(t *testing.T) {
+	m := regexp.MustCompile(`until bin/kretry parking list [^|]*--held \| grep -q '([^']+)'`).FindStringSubmatch(readme(t))
+	if m == nil {
+		t.Fatal("README has no `until bin/kretry parking list … --held | grep -q '…'` loop")
+	}
+	pattern := regexp.MustCompile(m[1]) // a basic grep pattern without \( or \{ reads the same in Go
+	list := func(recs ...*kgo.Record) string {
+		_, cl, cfg := parkingRig(t, 1, "on_dead_letter: hold")
+		parkRecords(t, cl, recs...)
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"parking", "list", "-c", cfg, "--topic", "orders", "--held"}, &out, &errb); code != exitOK {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		return out.String()
+	}
+	const pt, key, head = "orders.parking", "customer-42", "orders/0/1"
+	block := parking.OpRecord(pt, 0, []byte(key), parking.OpBlock, head)
+	parked := &kgo.Record{Topic: pt, Key: []byte(key), Value: []byte(`{"order":2}`)}
+	if out := list(block, parked); pattern.MatchString(out) {
+		t.Errorf("README's pattern %q matches while the key is only blocked, so the loop would not wait:\n%s", m[1], out)
+	}
+	held := parking.OpRecord(pt, 0, []byte(key), parking.OpRelease, parking.ReleaseRef(string(flow.OnDeadLetterHold), head))
+	if out := list(block, parked, held); !pattern.MatchString(out) {
+		t.Errorf("README's pattern %q does not match the held key's row, so the loop would never end:\n%s", m[1], out)
 	}
 }
