@@ -42,6 +42,7 @@ func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newe
 	if newest {
 		slices.Reverse(sel)
 	}
+	matched := len(sel)
 	if limit > 0 && len(sel) > limit {
 		sel = sel[:limit]
 	}
@@ -63,7 +64,11 @@ func printList(w io.Writer, entries []*dlq.Entry, f *dlq.Filter, limit int, newe
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Ref(), e.State, printable(e.Key, 24), e.Class(), statusText(e.Status),
 			e.Attempts, e.Redrives, when(e.FirstFailure), when(e.LastFailure), now.Sub(e.Timestamp).Round(time.Second), printable([]byte(msg), 60))
 	}
-	fmt.Fprintf(tw, "%s\n", countRecords(len(sel)))
+	if matched > len(sel) {
+		fmt.Fprintf(tw, "%d of %s (--limit %d)\n", len(sel), countRecords(matched), limit)
+	} else {
+		fmt.Fprintf(tw, "%s\n", countRecords(len(sel)))
+	}
 	return tw.Flush()
 }
 

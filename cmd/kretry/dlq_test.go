@@ -68,6 +68,16 @@ func TestDLQCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "4 records") || !strings.Contains(out, "0xff00") || !strings.Contains(out, "unreadable") {
 		t.Fatalf("list: exit %d\n%s%s", code, out, errs)
 	}
+	// A cut list says so, with how many matched (a newcomer read "2
+	// records" after --limit 2 as all there were).
+	code, out, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--newest", "--limit", "2")
+	if code != exitOK || !strings.Contains(out, "2 of 4 records (--limit 2)") {
+		t.Fatalf("list --limit 2: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = kretry(t, "dlq", "list", "-c", path, "--topic", "orders", "--limit", "4")
+	if code != exitOK || !strings.Contains(out, "\n4 records") || strings.Contains(out, "--limit") {
+		t.Fatalf("list --limit 4 of 4: exit %d\n%s%s", code, out, errs)
+	}
 	code, out, _ = kretry(t, "dlq", "list", "-c", path, "--topic", "orders.dlq", "--status", "422", "--grep", "CUSTOMER 23", "--json")
 	var rows []map[string]any
 	if err := json.Unmarshal([]byte(out), &rows); code != exitOK || err != nil || len(rows) != 1 || rows[0]["record"] != "0/1" || rows[0]["key_b64"] != "/wE=" {
