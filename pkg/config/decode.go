@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,7 +211,9 @@ func unknownKeyErrors(raw map[string]any, name, msg string, envs envPaths) []err
 	for _, k := range keys {
 		path := joinPath(name, k)
 		msg := "unknown key"
-		if m := closest(k, valid); m != "" {
+		if m := levelSplit(name, k, valid, envs.find(dottedPath(path))); m != "" {
+			msg += ", did you mean " + m + "? (__ separates a key's levels, _ joins the words of one)"
+		} else if m := closest(k, valid); m != "" {
 			if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
 				m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
 			} else {
@@ -221,6 +224,25 @@ func unknownKeyErrors(raw map[string]any, name, msg string, envs envPaths) []err
 		out = append(out, envs.fieldError(path, msg))
 	}
 	return out
+}
+
+// levelSplit is env, the environment variable that set the unknown
+// top-level key k, with the single _ after k's longest prefix that is a
+// valid key doubled: KRETRY_APP_URL (key app_url) gives KRETRY_APP__URL.
+// Every top-level key is a mapping, so the rest is a key inside it; below
+// the top a prefix may be a leaf (app.timeout_ms), so "" there, and when
+// k came from the file or no prefix of it is a key.
+func levelSplit(name, k string, valid []string, env string) string {
+	upper := strings.ToUpper(k)
+	if name != "" || env == "" || strings.Contains(env, ", ") || !strings.HasSuffix(env, upper) {
+		return ""
+	}
+	for i := strings.LastIndexByte(k, '_'); i > 0; i = strings.LastIndexByte(k[:i], '_') {
+		if slices.Contains(valid, k[:i]) {
+			return strings.TrimSuffix(env, upper) + upper[:i] + "__" + upper[i+1:]
+		}
+	}
+	return ""
 }
 
 // decodeMsg is what a *FieldError says of inner, the failure to decode

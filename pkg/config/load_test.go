@@ -248,6 +248,22 @@ func TestFieldError(t *testing.T) {
 	}
 }
 
+// TestSingleUnderscoreEnvVar: a variable with _ where a level needs __
+// is answered with the spelling that sets the key (a newcomer's
+// KRETRY_APP_URL got "unknown key" and no hint).
+func TestSingleUnderscoreEnvVar(t *testing.T) {
+	for env, want := range map[string]string{
+		"KRETRY_APP_URL=x":            "app_url: unknown key, did you mean KRETRY_APP__URL? (__ separates a key's levels, _ joins the words of one) (from KRETRY_APP_URL)",
+		"KRETRY_APP_MAX_IN_FLIGHT=8":  "app_max_in_flight: unknown key, did you mean KRETRY_APP__MAX_IN_FLIGHT?",
+		"KRETRY_APP__TIMEOUT_MS=1000": "app.timeout_ms: unknown key (from KRETRY_APP__TIMEOUT_MS)",
+	} {
+		_, err := config.Parse([]byte(minimal), []string{env})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+}
+
 // TestGoBuiltConfig: Default, SetDefaults and Validate for programs that
 // build the Config in code; SetDefaults is idempotent.
 func TestGoBuiltConfig(t *testing.T) {
