@@ -180,7 +180,10 @@ func (e *Engine) unlock() {
 // New validates opts, checks or creates the tier, parking and DLQ topics
 // (retrytopics.Ensure) and builds the transactional group client. It returns
 // retrytopics.ErrPartitionMismatch or retrytopics.ErrNoSource (wrapped) when
-// the topics are wrong, and any broker error.
+// the topics are wrong. While no broker answers it logs one WARN and tries
+// again every 500ms until ctx ends, then returns the last broker error: a
+// broker that is down at the start is a reason to wait, so give ctx a
+// deadline to bound the start.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	if err := opts.check(); err != nil {
 		return nil, err

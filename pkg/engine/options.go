@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -210,8 +210,17 @@ func (o *Options) setDefaults() error {
 // own process, which a program embedding the engine starts itself. (A host
 // without a port is franz-go's default 9092, and is left to it.)
 func (o *Options) check() error {
-	if len(o.Brokers) == 0 || o.Plan.Source == "" || o.Group == "" || o.Deliverer == nil {
-		return errors.New("engine: Brokers, Plan.Source, Group and Deliverer are required")
+	var missing []string
+	for _, f := range []struct {
+		name  string
+		unset bool
+	}{{"Brokers", len(o.Brokers) == 0}, {"Plan.Source", o.Plan.Source == ""}, {"Group", o.Group == ""}, {"Deliverer", o.Deliverer == nil}} {
+		if f.unset {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("engine: %s not set: Brokers, Plan.Source, Group and Deliverer are required", strings.Join(missing, ", "))
 	}
 	for i, b := range o.Brokers {
 		if b == "embedded" {

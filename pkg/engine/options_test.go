@@ -51,3 +51,27 @@ func TestEmbeddedIsNotABroker(t *testing.T) {
 		t.Errorf("New with Brokers [127.0.0.1:9092 embedded]: %v, want an error containing %q", err, want)
 	}
 }
+
+// TestNewNamesTheMissingOptions: New says which required option is unset
+// (a newcomer leaving out one got the same list of all four each time).
+func TestNewNamesTheMissingOptions(t *testing.T) {
+	full := Options{Brokers: []string{"127.0.0.1:1"}, Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry",
+		Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })}
+	for name, unset := range map[string]func(*Options){
+		"Brokers":     func(o *Options) { o.Brokers = nil },
+		"Plan.Source": func(o *Options) { o.Plan.Source = "" },
+		"Group":       func(o *Options) { o.Group = "" },
+		"Deliverer":   func(o *Options) { o.Deliverer = nil },
+	} {
+		o := full
+		unset(&o)
+		_, err := New(context.Background(), o)
+		if want := "engine: " + name + " not set"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("without %s: %v, want %q", name, err, want)
+		}
+	}
+	_, err := New(context.Background(), Options{})
+	if want := "engine: Brokers, Plan.Source, Group, Deliverer not set"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("zero Options: %v, want %q", err, want)
+	}
+}
