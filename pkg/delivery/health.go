@@ -273,7 +273,7 @@ func (h *Health) change(s HealthState, latest outcome) {
 		msg = "app dependency refusing: the latest deliveries got no answer"
 		attrs = append(attrs, "in_a_row", h.noReply, "seen", latest.kind, "example", latest.example)
 	case HealthFailing:
-		msg = "app dependency mostly failing: most recent deliveries were answered with a failure"
+		msg = "app dependency mostly failing: most recent deliveries failed (a failure answer, or none in time)"
 		attrs = append(attrs, "dominant", dominant, "dominant_count", counts[dominant], "example", examples[dominant])
 	default:
 		msg = "app dependency recovered"
