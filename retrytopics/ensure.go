@@ -27,6 +27,10 @@ type Topics struct {
 	MaxBytes map[string]int
 	// Warnings are problems that do not stop kretry (retention.go).
 	Warnings []string
+	// CreatedSource is true when the source was missing and Ensure
+	// created it (createSource > 0: the embedded broker), so a mistyped
+	// name can be told from the topic the records are on.
+	CreatedSource bool
 }
 
 // Ensure checks the topics of p and creates the missing tiers and DLQ with
@@ -46,7 +50,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	stages = append(stages, extra...)
 	all := append([]string{p.Source}, stages...)
 
-	details, err := ensureSource(ctx, adm, p.Source, createSource, all)
+	details, createdSource, err := ensureSource(ctx, adm, p.Source, createSource, all)
 	if err != nil {
 		return nil, err
 	}
@@ -62,38 +66,46 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 	if err := waitServed(ctx, adm, parts, created); err != nil {
 		return nil, err
 	}
-	return describeStages(ctx, adm, p, details, all, parts, srcRetention)
+	topics, err := describeStages(ctx, adm, p, details, all, parts, srcRetention)
+	if topics != nil {
+		topics.CreatedSource = createdSource
+	}
+	return topics, err
 }
 
 // ensureSource lists all (the source first) and creates the source with
-// createSource partitions when it is missing. When createSource is 0 it
-// looks again for SourceGrace (lookAgain) before ErrNoSource.
-func ensureSource(ctx context.Context, adm *kadm.Client, source string, createSource int32, all []string) (kadm.TopicDetails, error) {
+// createSource partitions when it is missing, saying whether it did. When
+// createSource is 0 it looks again for SourceGrace (lookAgain) before
+// ErrNoSource.
+func ensureSource(ctx context.Context, adm *kadm.Client, source string, createSource int32, all []string) (kadm.TopicDetails, bool, error) {
 	details, err := adm.ListTopics(ctx, all...)
 	if err != nil {
-		return nil, fmt.Errorf("listing topics %v: %w", all, err)
+		return nil, false, fmt.Errorf("listing topics %v: %w", all, err)
 	}
 	if !details.Has(source) && createSource <= 0 {
 		if details, err = lookAgain(ctx, adm, source, all); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
+	created := false
 	if !details.Has(source) {
-		if _, err := adm.CreateTopic(ctx, createSource, -1, nil, source); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("creating source topic %q: %w", source, err)
+		_, err := adm.CreateTopic(ctx, createSource, -1, nil, source)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil, false, fmt.Errorf("creating source topic %q: %w", source, err)
 		}
+		created = err == nil
 		// Past kgo's metadata cache, which would serve the source as
 		// unknown for MetadataMinAge (5s by default): kadm issues a
 		// direct, uncached metadata request when asked for authorized
 		// operations.
 		if details, err = adm.ListTopics(kadm.WithAuthorizedOps(ctx), all...); err != nil {
-			return nil, fmt.Errorf("listing topics %v: %w", all, err)
+			return nil, false, fmt.Errorf("listing topics %v: %w", all, err)
 		}
 	}
 	if err := details[source].Err; err != nil {
-		return nil, fmt.Errorf("source topic %q: %w", source, err)
+		return nil, false, fmt.Errorf("source topic %q: %w", source, err)
 	}
-	return details, nil
+	return details, created, nil
 }
 
 // SourceGrace bounds how long Ensure looks again for a source topic that a

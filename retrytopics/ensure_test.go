@@ -256,8 +256,8 @@ func checkCreateSource(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Partitions != 2 {
-		t.Errorf("Partitions = %d, want 2", got.Partitions)
+	if got.Partitions != 2 || !got.CreatedSource {
+		t.Errorf("Partitions = %d, CreatedSource %v; want 2, true", got.Partitions, got.CreatedSource)
 	}
 	for topic, n := range partitions(ctx, t, cl, all...) {
 		if n != 2 {
@@ -272,8 +272,8 @@ func checkCreateSource(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 	}
 
 	// An existing source is kept: createSource does not recreate it.
-	if got, err = retrytopics.Ensure(ctx, adm, p, 7); err != nil || got.Partitions != 2 {
-		t.Errorf("Ensure with the source in place = %+v, %v; want 2 partitions", got, err)
+	if got, err = retrytopics.Ensure(ctx, adm, p, 7); err != nil || got.Partitions != 2 || got.CreatedSource {
+		t.Errorf("Ensure with the source in place = %+v, %v; want 2 partitions, not created", got, err)
 	}
 }
 

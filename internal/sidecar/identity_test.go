@@ -63,3 +63,44 @@ topics:
 		t.Fatalf("log has no %q:\n%s", want, buf.String())
 	}
 }
+
+// TestLogsACreatedSource: on the embedded broker a missing source topic is
+// created, and the log says so, naming it, so a mistyped topics[].name is
+// seen (a newcomer's "ordres" was consumed silently, empty). The second
+// start, on the same data dir, finds it and says nothing of it.
+func TestLogsACreatedSource(t *testing.T) {
+	dir := t.TempDir()
+	start := func() string {
+		cfg, err := config.Parse(fmt.Appendf(nil, `
+embedded: {listen: %q, data_dir: %q, partitions: 2}
+app: {url: http://127.0.0.1:1/unused}
+metrics: {listen: ""}
+lag: {interval: 0s}
+topics:
+  - name: ordres
+    retry: {tiers: [1s]}
+`, freePort(t), dir), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf testlog.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = sidecar.Run(ctx, cfg, sidecar.Options{
+			Logger:    slog.New(slog.NewTextHandler(&buf, nil)),
+			Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
+			Started:   func(*sidecar.Sidecar) { cancel() },
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		return buf.String()
+	}
+	const line = "created the source topic on the embedded broker"
+	if out := start(); !strings.Contains(out, line) || !strings.Contains(out, "topic=ordres partitions=2") {
+		t.Errorf("first start: no %q naming ordres and its 2 partitions:\n%s", line, out)
+	}
+	if out := start(); strings.Contains(out, line) {
+		t.Errorf("second start, the topic in place: %q logged again:\n%s", line, out)
+	}
+}

@@ -217,6 +217,9 @@ func (s *Sidecar) addEngine(ctx context.Context, t *config.Topic, o engine.Optio
 		return fmt.Errorf("topic %q: %w", t.Name, err)
 	}
 	s.Engines = append(s.Engines, e)
+	if e.Topics().CreatedSource { // a mistyped topics[].name consumes an empty topic of its own
+		log.Info("created the source topic on the embedded broker: it did not exist, so no record was on it; if your records are on another topic, correct topics[].name", "topic", t.Name, "partitions", e.Topics().Partitions)
+	}
 	for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
 		log.Warn(w, "topic", t.Name)
 	}
