@@ -270,7 +270,7 @@ func (h *Health) change(s HealthState, latest outcome) {
 	var msg string
 	switch s {
 	case HealthRefusing:
-		msg = "app dependency refusing: the latest deliveries got no answer"
+		msg = "app dependency refusing: the latest deliveries got no answer (refused, or none within app.timeout)"
 		attrs = append(attrs, "in_a_row", h.noReply, "seen", latest.kind, "example", latest.example)
 	case HealthFailing:
 		msg = "app dependency mostly failing: most recent deliveries failed (a failure answer, or none in time)"

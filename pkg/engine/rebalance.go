@@ -55,7 +55,7 @@ func (e *Engine) revoked(m map[string][]int32, lost bool) {
 	}
 	e.stats.Revoked.Add(int64(countPartitions(m)))
 	if lost {
-		e.log.Warn("partitions lost (session expired?)", "partitions", partitionList(m))
+		e.log.Warn("partitions lost: the group membership ended without a rebalance (the session expired, the brokers are unreachable, or this member was fenced); they are assigned again once the group answers", "partitions", partitionList(m))
 	} else {
 		e.log.Info("partitions revoked", "partitions", partitionList(m))
 	}
