@@ -211,11 +211,16 @@ func unknownKeyErrors(raw map[string]any, name, msg string, envs envPaths) []err
 	for _, k := range keys {
 		path := joinPath(name, k)
 		msg := "unknown key"
-		if m := levelSplit(name, k, valid, envs.find(dottedPath(path))); m != "" {
+		// env is the variable that set k itself, "" when the file did.
+		env := envs.find(dottedPath(path))
+		if strings.Contains(env, ", ") || !strings.HasSuffix(env, strings.ToUpper(k)) {
+			env = ""
+		}
+		if m := levelSplit(name, k, valid, env); m != "" {
 			msg += ", did you mean " + m + "? (__ separates a key's levels, _ joins the words of one)"
 		} else if m := closest(k, valid); m != "" {
-			if v := envs.find(dottedPath(path)); v != "" && !strings.Contains(v, ", ") && strings.HasSuffix(v, strings.ToUpper(k)) {
-				m = strings.TrimSuffix(v, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
+			if env != "" {
+				m = strings.TrimSuffix(env, strings.ToUpper(k)) + strings.ToUpper(m) // KRETRY_APP__URLL: KRETRY_APP__URL
 			} else {
 				m = strconv.Quote(m)
 			}
@@ -231,12 +236,12 @@ func unknownKeyErrors(raw map[string]any, name, msg string, envs envPaths) []err
 // valid key doubled: KRETRY_APP_URL (key app_url) gives KRETRY_APP__URL.
 // Every top-level key is a mapping, so the rest is a key inside it; below
 // the top a prefix may be a leaf (app.timeout_ms), so "" there, and when
-// k came from the file or no prefix of it is a key.
+// env is "" (k came from the file) or no prefix of k is a key.
 func levelSplit(name, k string, valid []string, env string) string {
-	upper := strings.ToUpper(k)
-	if name != "" || env == "" || strings.Contains(env, ", ") || !strings.HasSuffix(env, upper) {
+	if name != "" || env == "" {
 		return ""
 	}
+	upper := strings.ToUpper(k)
 	for i := strings.LastIndexByte(k, '_'); i > 0; i = strings.LastIndexByte(k[:i], '_') {
 		if slices.Contains(valid, k[:i]) {
 			return strings.TrimSuffix(env, upper) + upper[:i] + "__" + upper[i+1:]
