@@ -67,10 +67,11 @@ func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, 
 		return nil, err
 	}
 	topics, err := describeStages(ctx, adm, p, details, all, parts, srcRetention)
-	if topics != nil {
-		topics.CreatedSource = createdSource
+	if err != nil {
+		return nil, err
 	}
-	return topics, err
+	topics.CreatedSource = createdSource
+	return topics, nil
 }
 
 // ensureSource lists all (the source first) and creates the source with
