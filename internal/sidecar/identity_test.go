@@ -47,10 +47,21 @@ topics:
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := startedLog(t, cfg)
+	want := "instance_id=pod-7 transactional_id=" + sidecar.TransactionalID("kretry", "pod-7", cfg.Topics[0].Group)
+	if !strings.Contains(out, want) {
+		t.Fatalf("log has no %q:\n%s", want, out)
+	}
+}
+
+// startedLog runs the sidecar on cfg until it has started and returns
+// what it logged.
+func startedLog(t *testing.T, cfg *config.Config) string {
+	t.Helper()
 	var buf testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = sidecar.Run(ctx, cfg, sidecar.Options{
+	err := sidecar.Run(ctx, cfg, sidecar.Options{
 		Logger:    slog.New(slog.NewTextHandler(&buf, nil)),
 		Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
 		Started:   func(*sidecar.Sidecar) { cancel() },
@@ -58,10 +69,7 @@ topics:
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := "instance_id=pod-7 transactional_id=" + sidecar.TransactionalID("kretry", "pod-7", cfg.Topics[0].Group)
-	if !strings.Contains(buf.String(), want) {
-		t.Fatalf("log has no %q:\n%s", want, buf.String())
-	}
+	return buf.String()
 }
 
 // TestLogsACreatedSource: on the embedded broker a missing source topic is
@@ -83,18 +91,7 @@ topics:
 		if err != nil {
 			t.Fatal(err)
 		}
-		var buf testlog.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = sidecar.Run(ctx, cfg, sidecar.Options{
-			Logger:    slog.New(slog.NewTextHandler(&buf, nil)),
-			Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil }),
-			Started:   func(*sidecar.Sidecar) { cancel() },
-		})
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		return buf.String()
+		return startedLog(t, cfg)
 	}
 	const line = "created the source topic on the embedded broker"
 	if out := start(); !strings.Contains(out, line) || !strings.Contains(out, "topic=ordres partitions=2") {
