@@ -113,12 +113,13 @@ const DialTimeout = 10 * time.Second
 
 // ClientOpts turns the kafka section into franz-go options for every
 // client (without the seed brokers: see [Clients]): client ID, TLS, SASL
-// and the client's own logs through slog (kslog) at warn level. A TLS
+// and the client's own logs through slog (kslog) at warn level, its
+// repeated lines held back (quietRepeats). A TLS
 // handshake that fails is returned wrapped in a *[HandshakeError].
 func ClientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.ClientID(k.ClientID),
-		kgo.WithLogger(kslog.New(slog.New(minLevel{log.Handler(), kafkaLogLevel(log)}).With("component", "kafka-client"))),
+		kgo.WithLogger(kslog.New(slog.New(newQuietRepeats(minLevel{log.Handler(), kafkaLogLevel(log)}, RepeatWindow)).With("component", "kafka-client"))),
 	}
 	if k.TLS.Enabled {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify} //nolint:gosec // opt-in by config
