@@ -109,16 +109,19 @@ func valueFlagError(fs *flag.FlagSet, err error) string {
 	}
 	value, name, reason := m[1], m[2], m[3]
 	if f := fs.Lookup(name); f != nil && (reason == "parse error" || reason == "value out of range") {
-		if want := numberWant(f, reason); want != "" {
+		if want := numberWant(f, value, reason); want != "" {
 			reason = "want " + want
 		}
 	}
 	return fmt.Sprintf("invalid value %s for --%s: %s", value, name, reason)
 }
 
-// numberWant says what a number or bool flag takes, given the flag
-// package's reason for refusing a value; "" for other flags.
-func numberWant(f *flag.Flag, reason string) string {
+// numberWant says what a number or bool flag takes, given the value (as
+// quoted in the error) and the flag package's reason for refusing it; ""
+// for other flags. Out of range, it names the bound the value is past, not
+// the whole range of int64: the flag's own check names its own bounds once
+// the value parses (--limit -1: "want 0 (all) or more").
+func numberWant(f *flag.Flag, value, reason string) string {
 	g, ok := f.Value.(flag.Getter)
 	if !ok {
 		return ""
@@ -126,13 +129,16 @@ func numberWant(f *flag.Flag, reason string) string {
 	out := reason == "value out of range"
 	switch g.Get().(type) {
 	case int, int64:
+		if out && strings.HasPrefix(strings.Trim(value, `"`), "-") {
+			return fmt.Sprintf("a whole number no smaller than %d", math.MinInt64)
+		}
 		if out {
-			return fmt.Sprintf("a whole number from %d to %d", math.MinInt64, math.MaxInt64)
+			return fmt.Sprintf("a whole number no larger than %d", math.MaxInt64)
 		}
 		return "a whole number, such as " + f.DefValue
 	case uint, uint64:
 		if out {
-			return fmt.Sprintf("a whole number from 0 to %d", uint64(math.MaxUint64))
+			return fmt.Sprintf("a whole number no larger than %d", uint64(math.MaxUint64))
 		}
 		return "a whole number, such as " + f.DefValue
 	case float64:
