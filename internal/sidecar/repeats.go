@@ -18,8 +18,10 @@ const maxRepeatKinds = 256
 
 // quietRepeats is the Kafka client's log handler: it holds back the lines
 // that repeat while a broker is unreachable (franz-go retries a dial
-// several times a second, and logs each failure). Lines are of one kind
-// when their level, message, broker and error are the same. The first of
+// several times a second, and logs each failure). Only warn and error
+// lines are held: the client's info lines come with log.level debug,
+// where every line is wanted. Lines are of one kind when their level,
+// message, broker and error are the same. The first of
 // a kind is shown at once; the others logged within [RepeatWindow] of it
 // are counted, and when the window ends the last of them is shown with
 // `repeated` (how many were held back, itself included) and
@@ -39,7 +41,7 @@ func newQuietRepeats(h slog.Handler, window time.Duration) quietRepeats {
 }
 
 func (h quietRepeats) Handle(ctx context.Context, r slog.Record) error {
-	if !h.kinds.hold(kindOf(r), heldLine{ctx, h.Handler, r}) {
+	if r.Level < slog.LevelWarn || !h.kinds.hold(kindOf(r), heldLine{ctx, h.Handler, r}) {
 		return h.Handler.Handle(ctx, r)
 	}
 	return nil
