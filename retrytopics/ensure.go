@@ -40,8 +40,10 @@ type Topics struct {
 // positive (the embedded broker) and otherwise returns ErrNoSource once it
 // has looked again for SourceGrace. An
 // existing stage with another partition count yields ErrPartitionMismatch
-// with both counts in the message. extra names further topics to treat like
-// the tiers (the parking topic, once it exists).
+// with both counts in the message. extra names further topics whose
+// records wait for a release (the parking topic): created with the DLQ's
+// default retention, and a warning when one that exists keeps records for
+// less time than the source.
 func Ensure(ctx context.Context, adm *kadm.Client, p *Plan, createSource int32, extra ...string) (*Topics, error) {
 	stages := []string{p.DLQ}
 	for _, t := range p.Tiers {
@@ -168,23 +170,19 @@ func maxMessageBytes(rc kadm.ResourceConfig, def int) int {
 }
 
 // createStages creates the missing stages with the source's partition
-// count and srcMax plus StageHeadroom as max.message.bytes (so a record
-// that fit the source still fits with the kretry header run; the DLQ also
-// gets its retention), and checks the partition count of those that
+// count, srcMax plus StageHeadroom as max.message.bytes (so a record that
+// fit the source still fits with the kretry header run) and the retention
+// stageRetention gives each, and checks the partition count of those that
 // exist. It returns the topics it created.
 func createStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm.TopicDetails, stages []string, parts int32, srcMax int, srcRetention time.Duration) ([]string, error) {
 	stageMax := strconv.Itoa(srcMax + StageHeadroom)
-	create := map[string]*string{"max.message.bytes": &stageMax}
 	var errs []error
 	var created []string
 	for _, t := range stages {
 		d, ok := details[t]
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			cc := create
-			if t == p.DLQ {
-				cc = map[string]*string{"max.message.bytes": &stageMax, "retention.ms": new(dlqRetention(srcRetention, p.DLQRetention))}
-			}
+			cc := map[string]*string{"max.message.bytes": &stageMax, "retention.ms": new(stageRetention(p, t, srcRetention))}
 			if _, err := adm.CreateTopic(ctx, parts, -1, cc, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 				errs = append(errs, fmt.Errorf("creating topic %q with %d partitions: %w", t, parts, err))
 			}
@@ -200,8 +198,8 @@ func createStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm.T
 }
 
 // describeStages is the Topics of all: each one's max.message.bytes, and a
-// warning when a DLQ that existed keeps records for less time than the
-// source.
+// warning for each stage that existed before and keeps records for too
+// short a time (stageRetentionWarning).
 func describeStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm.TopicDetails, all []string, parts int32, srcRetention time.Duration) (*Topics, error) {
 	out := &Topics{Partitions: parts, MaxBytes: make(map[string]int, len(all))}
 	rcs, err := adm.DescribeTopicConfigs(ctx, all...)
@@ -209,8 +207,8 @@ func describeStages(ctx context.Context, adm *kadm.Client, p *Plan, details kadm
 		return nil, fmt.Errorf("describing topics %v: %w", all, err)
 	}
 	for _, rc := range rcs {
-		if rc.Name == p.DLQ && details.Has(p.DLQ) {
-			if w := retentionWarning(p, srcRetention, retentionOf(rc)); w != "" {
+		if rc.Name != p.Source && details.Has(rc.Name) {
+			if w := stageRetentionWarning(p, rc.Name, srcRetention, retentionOf(rc)); w != "" {
 				out.Warnings = append(out.Warnings, w)
 			}
 		}

@@ -11,7 +11,10 @@ import (
 // The DLQ keeps records longer than its source: a record's DLQ copy is
 // written long after the original, and an operator needs time to inspect,
 // fix and redrive (Amazon SQS gives the same advice for its dead-letter
-// queues). MinDLQRetention is the least a DLQ created by kretry keeps
+// queues). The parking topic is created the same way: its records wait
+// for as long as their key is blocked, which a held key or a long outage
+// makes open-ended. A tier keeps records at least as long as its source,
+// and twice its longest wait (retention counts from the move). MinDLQRetention is the least a DLQ created by kretry keeps
 // records when Plan.DLQRetention is 0; DLQRetentionFactor times the
 // source's retention.ms when that is longer.
 const (
@@ -55,16 +58,77 @@ func dlqRetention(src, configured time.Duration) string {
 	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
+// stageRetention is the retention.ms value to create stage topic t of p
+// with: the DLQ's (dlqRetention), a tier's (tierRetention), and for any
+// other stage, the parking topic, the DLQ's default.
+func stageRetention(p *Plan, t string, src time.Duration) string {
+	switch i := p.Stage(t); {
+	case t == p.DLQ:
+		return dlqRetention(src, p.DLQRetention)
+	case i > 0:
+		return tierRetention(p, i-1, src)
+	}
+	return dlqRetention(src, 0)
+}
+
+// stageRetentionWarning is the warning for existing stage topic t of p
+// that keeps records for r, too short for what it holds; "" when not.
+func stageRetentionWarning(p *Plan, t string, src, r time.Duration) string {
+	switch i := p.Stage(t); {
+	case t == p.DLQ:
+		return retentionWarning(p, src, r)
+	case i > 0:
+		return tierRetentionWarning(p, i-1, r)
+	case i < 0:
+		return parkingRetentionWarning(p, t, src, r)
+	}
+	return ""
+}
+
+// tierRetention is the retention.ms value to create tier i of p with, for
+// a source that keeps records for src (-1: forever): the source's, and at
+// least twice the tier's longest wait.
+func tierRetention(p *Plan, i int, src time.Duration) string {
+	if src < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(max(src, 2*p.LongestDelay(i)).Milliseconds(), 10)
+}
+
+// tierRetentionWarning is the warning for an existing tier i of p that
+// keeps records for less than twice its longest wait, "" when it does not.
+func tierRetentionWarning(p *Plan, i int, tier time.Duration) string {
+	wait := p.LongestDelay(i)
+	if tier < 0 || tier >= 2*wait {
+		return ""
+	}
+	return fmt.Sprintf("tier %q keeps records for %s (retention.ms), less than twice its longest wait (%s): a record waiting in it, or behind a backlog, may be deleted before it is delivered, and is then lost; raise its retention.ms (kafka-configs --alter --add-config retention.ms=…)",
+		p.Tiers[i].Topic, tier, wait)
+}
+
+// parkingRetentionWarning is the warning for an existing parking topic
+// that keeps records for less time than the source, "" when it does not.
+func parkingRetentionWarning(p *Plan, topic string, src, parking time.Duration) string {
+	if parking < 0 || (src >= 0 && parking >= src) {
+		return ""
+	}
+	return fmt.Sprintf("parking topic %q keeps records for %s (retention.ms), less than its source %q (%s): a key blocked longer (held by on_dead_letter: hold, or parked through a long outage) loses its parked records; raise its retention.ms (kafka-configs --alter --add-config retention.ms=…)",
+		topic, parking, p.Source, forever(src))
+}
+
+func forever(d time.Duration) string {
+	if d < 0 {
+		return "forever"
+	}
+	return d.String()
+}
+
 // retentionWarning is the warning for an existing DLQ that keeps records
 // for less time than its source, "" when it does not.
 func retentionWarning(p *Plan, src, dlq time.Duration) string {
 	if dlq < 0 || (src >= 0 && dlq >= src) {
 		return ""
 	}
-	srcS := "forever"
-	if src >= 0 {
-		srcS = src.String()
-	}
 	return fmt.Sprintf("DLQ %q keeps records for %s (retention.ms), less than its source %q (%s): dead-lettered records may expire before anyone redrives them; raise its retention.ms (kafka-configs --alter --add-config retention.ms=…)",
-		p.DLQ, dlq, p.Source, srcS)
+		p.DLQ, dlq, p.Source, forever(src))
 }

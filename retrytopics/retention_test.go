@@ -86,3 +86,70 @@ func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
 	}
 	return ""
 }
+
+// TestStageRetention: the tiers and the parking topic that Ensure creates
+// keep records long enough for what they hold (a tier: its source's
+// retention, at least twice its longest wait; the parking topic: as the
+// DLQ); existing ones that keep them for less are a warning each.
+func TestStageRetention(t *testing.T) {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	plan := func() *retrytopics.Plan {
+		return &retrytopics.Plan{Source: "orders", DLQ: "orders.dlq", Jitter: 0.5, Tiers: []retrytopics.Tier{
+			{Topic: "orders.retry.1h", Delay: time.Hour}, {Topic: "orders.retry.5d", Delay: 5 * day},
+		}}
+	}
+	for _, tc := range []struct {
+		name                 string
+		source               string // retention.ms of the source; "" for the default (7 days)
+		tier1h, tier5d, park string
+	}{
+		{"default source", "", ms(7 * day), ms(15 * day), ms(14 * day)},
+		{"short source", ms(time.Hour), ms(3 * time.Hour), ms(15 * day), ms(14 * day)},
+		{"source forever", "-1", "-1", "-1", "-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, adm, _ := newAdmin(t)
+			var cfg map[string]*string
+			if tc.source != "" {
+				cfg = map[string]*string{"retention.ms": kadm.StringPtr(tc.source)}
+			}
+			if _, err := adm.CreateTopic(ctx, 1, -1, cfg, "orders"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := retrytopics.Ensure(ctx, adm, plan(), 0, "orders.parking")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Warnings) != 0 {
+				t.Errorf("warnings %v for topics kretry created", got.Warnings)
+			}
+			for topic, want := range map[string]string{"orders.retry.1h": tc.tier1h, "orders.retry.5d": tc.tier5d, "orders.parking": tc.park} {
+				if r := topicConfig(t, adm, topic, "retention.ms"); r != want {
+					t.Errorf("%s retention.ms = %q, want %q", topic, r, want)
+				}
+			}
+		})
+	}
+	t.Run("existing short tier and parking topic", func(t *testing.T) {
+		ctx, adm, _ := newAdmin(t)
+		for topic, r := range map[string]string{"orders": "", "orders.retry.1h": ms(2 * time.Hour), "orders.retry.5d": ms(20 * day), "orders.parking": ms(day)} {
+			var cfg map[string]*string
+			if r != "" {
+				cfg = map[string]*string{"retention.ms": kadm.StringPtr(r)}
+			}
+			if _, err := adm.CreateTopic(ctx, 1, -1, cfg, topic); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := retrytopics.Ensure(ctx, adm, plan(), 0, "orders.parking")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(got.Warnings, "\n")
+		if len(got.Warnings) != 2 ||
+			!strings.Contains(all, `tier "orders.retry.1h" keeps records for 2h0m0s (retention.ms), less than twice its longest wait (1h30m0s)`) ||
+			!strings.Contains(all, `parking topic "orders.parking" keeps records for 24h0m0s (retention.ms), less than its source "orders" (168h0m0s)`) {
+			t.Fatalf("warnings:\n%s\nwant two: the 1h tier (2h kept, 1h30m wait) and the parking topic (1 day kept, source 7 days); the 5d tier keeps 20 days, enough", all)
+		}
+	})
+}

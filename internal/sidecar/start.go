@@ -220,7 +220,7 @@ func (s *Sidecar) addEngine(ctx context.Context, t *config.Topic, o engine.Optio
 	if e.Topics().CreatedSource { // a mistyped topics[].name consumes an empty topic of its own
 		log.Info("created the source topic on the embedded broker: it did not exist, so no record was on it; if your records are on another topic, correct topics[].name", "topic", t.Name, "partitions", e.Topics().Partitions)
 	}
-	for _, w := range e.Topics().Warnings { // a DLQ that keeps records for less time than its source
+	for _, w := range e.Topics().Warnings { // a stage that keeps records too short a time (retrytopics/retention.go)
 		log.Warn(w, "topic", t.Name)
 	}
 	obs.watchEngine(t.Group, t.Name, e)

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/pkg/flow"
+)
+
+// The stage topics the engine creates keep records long enough for what
+// they hold, on both brokers: a tier its source's retention (at least
+// twice its longest wait), the parking topic and the DLQ twice the
+// source's, at least 14 days. Before, the tiers and the parking topic took
+// the broker's default, and a key blocked longer than that (a held key, a
+// long outage) lost its parked records.
+func TestCreatedStagesKeepRecordsLongEnough(t *testing.T) {
+	e := newEnv(t, 1, time.Second)
+	e.start(e.keyedOptions(e.app, flow.OnDeadLetterRelease))
+	src := retentionMs(t, e, e.plan.Source)
+	if src <= 0 {
+		t.Fatalf("source retention.ms %d: the test wants a source that keeps records for a while", src)
+	}
+	want := map[string]int64{
+		e.plan.Tiers[0].Topic: src,
+		e.plan.DLQ:            max(14*24*time.Hour.Milliseconds(), 2*src),
+	}
+	want[e.keyedOptions(e.app, flow.OnDeadLetterRelease).ParkingTopic] = want[e.plan.DLQ]
+	for topic, w := range want {
+		if got := retentionMs(t, e, topic); got != w {
+			t.Errorf("%s retention.ms %d, want %d (source: %d)", topic, got, w, src)
+		}
+	}
+}
+
+func retentionMs(t *testing.T, e *env, topic string) int64 {
+	t.Helper()
+	rcs, err := e.adm.DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" && c.Value != nil {
+			n, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s: no retention.ms described", topic)
+	return 0
+}
