@@ -2,6 +2,7 @@ package retrytopics
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -31,8 +32,8 @@ func retentionOf(rc kadm.ResourceConfig) time.Duration {
 	for _, c := range rc.Configs {
 		if c.Key == "retention.ms" && c.Value != nil {
 			if n, err := strconv.ParseInt(*c.Value, 10, 64); err == nil {
-				if n < 0 {
-					return -1
+				if n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+					return -1 // past time.Duration's 292 years: forever
 				}
 				return time.Duration(n) * time.Millisecond
 			}
@@ -47,10 +48,10 @@ func retentionOf(rc kadm.ResourceConfig) time.Duration {
 func dlqRetention(src, configured time.Duration) string {
 	d := configured
 	switch {
-	case d == 0 && src < 0:
+	case d == 0 && twice(src) < 0: // forever, or past time.Duration
 		d = -1
 	case d == 0:
-		d = max(MinDLQRetention, DLQRetentionFactor*src)
+		d = max(MinDLQRetention, twice(src))
 	}
 	if d < 0 {
 		return "-1"
@@ -92,14 +93,18 @@ func tierRetention(p *Plan, i int, src time.Duration) string {
 	if src < 0 {
 		return "-1"
 	}
-	return strconv.FormatInt(max(src, 2*p.LongestDelay(i)).Milliseconds(), 10)
+	w := twice(p.LongestDelay(i))
+	if w < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(max(src, w).Milliseconds(), 10)
 }
 
 // tierRetentionWarning is the warning for an existing tier i of p that
 // keeps records for less than twice its longest wait, "" when it does not.
 func tierRetentionWarning(p *Plan, i int, tier time.Duration) string {
 	wait := p.LongestDelay(i)
-	if tier < 0 || tier >= 2*wait {
+	if w := twice(wait); tier < 0 || (w >= 0 && tier >= w) {
 		return ""
 	}
 	return fmt.Sprintf("tier %q keeps records for %s (retention.ms), less than twice its longest wait (%s): a record waiting in it, or behind a backlog, may be deleted before it is delivered, and is then lost; raise its retention.ms (kafka-configs --alter --add-config retention.ms=…)",
@@ -114,6 +119,15 @@ func parkingRetentionWarning(p *Plan, topic string, src, parking time.Duration) 
 	}
 	return fmt.Sprintf("parking topic %q keeps records for %s (retention.ms), less than its source %q (%s): a key blocked longer (held by on_dead_letter: hold, or parked through a long outage) loses its parked records; raise its retention.ms (kafka-configs --alter --add-config retention.ms=…)",
 		topic, parking, p.Source, forever(src))
+}
+
+// twice is DLQRetentionFactor × d; -1 (forever) for a negative d, and past
+// time.Duration's range instead of overflowing.
+func twice(d time.Duration) time.Duration {
+	if d < 0 || d > math.MaxInt64/DLQRetentionFactor {
+		return -1
+	}
+	return DLQRetentionFactor * d
 }
 
 func forever(d time.Duration) string {

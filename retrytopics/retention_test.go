@@ -153,3 +153,26 @@ func TestStageRetention(t *testing.T) {
 		}
 	})
 }
+
+// A retention.ms past time.Duration's range (292 years; 10^16 ms is 317)
+// is forever, not an overflow (which read it as 59 years): the stages are
+// created to keep records forever, with no warning.
+func TestRetentionPastDurationRange(t *testing.T) {
+	ctx, adm, _ := newAdmin(t)
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": kadm.StringPtr("10000000000000000")}, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	p := &retrytopics.Plan{Source: "orders", DLQ: "orders.dlq", Tiers: []retrytopics.Tier{{Topic: "orders.retry.1m", Delay: time.Minute}}}
+	got, err := retrytopics.Ensure(ctx, adm, p, 0, "orders.parking")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Warnings) != 0 {
+		t.Errorf("warnings %v", got.Warnings)
+	}
+	for _, topic := range []string{"orders.dlq", "orders.retry.1m", "orders.parking"} {
+		if r := topicConfig(t, adm, topic, "retention.ms"); r != "-1" {
+			t.Errorf("%s retention.ms = %q, want -1 (forever, as the source)", topic, r)
+		}
+	}
+}
