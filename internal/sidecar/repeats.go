@@ -3,6 +3,8 @@ package sidecar
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,11 +23,12 @@ const maxRepeatKinds = 256
 // several times a second, and logs each failure). Only warn and error
 // lines are held: the client's info lines come with log.level debug,
 // where every line is wanted. Lines are of one kind when their level,
-// message, broker and error are the same. The first of
-// a kind is shown at once; the others logged within [RepeatWindow] of it
-// are counted, and when the window ends the last of them is shown with
-// `repeated` (how many were held back, itself included) and
-// `repeated_since` (when the first of them was logged). A kind that keeps
+// message and attributes are the same but for numbers that are not an
+// identity (kindOf). The first of a kind is shown at once; the others
+// logged within [RepeatWindow] of it are counted, and when the window
+// ends the last of them is shown again with `repeated` (how many were
+// held back), `repeated_since` and `repeated_until` (when the first and
+// the last of them were logged). A kind that keeps
 // repeating is so shown once per window, and no count is lost while the
 // process runs (a window still open at exit is not logged). Every
 // kind's first line is shown, so nothing new is hidden. All clients built
@@ -37,7 +40,7 @@ type quietRepeats struct {
 }
 
 func newQuietRepeats(h slog.Handler, window time.Duration) quietRepeats {
-	return quietRepeats{h, &repeatKinds{window: window, seen: map[repeatKind]*repeatCount{}}}
+	return quietRepeats{h, &repeatKinds{window: window, seen: map[string]*repeatCount{}}}
 }
 
 func (h quietRepeats) Handle(ctx context.Context, r slog.Record) error {
@@ -55,26 +58,32 @@ func (h quietRepeats) WithGroup(name string) slog.Handler {
 	return quietRepeats{h.Handler.WithGroup(name), h.kinds}
 }
 
-type repeatKind struct {
-	level       slog.Level
-	msg, broker string
-	err         string
-}
+// identityAttrs are the attributes whose numbers tell lines apart: the
+// broker, the group, the topic, the Kafka error code. In any other
+// attribute a run of digits is a port, an address, a count, a duration or
+// a partition, and lines that differ only there are of one kind: a dial
+// that fails with a new local port each time ("read udp
+// 127.0.0.1:42465->…", DNS down), the group loop's consecutive_errors and
+// backoff, or the same produce error on each partition of a topic (one
+// line per topic, the last partition's shown with the count).
+var identityAttrs = map[string]bool{"broker": true, "node": true, "group": true, "topic": true, "error_code": true}
 
-// kindOf is r's level, message, and its broker and err attributes, the
-// ones franz-go gives a failed dial or request.
-func kindOf(r slog.Record) repeatKind {
-	k := repeatKind{level: r.Level, msg: r.Message}
+var digitRun = regexp.MustCompile(`[0-9]+`)
+
+// kindOf is r's kind: its level, message and every attribute, the digits
+// of those not in identityAttrs replaced by N.
+func kindOf(r slog.Record) string {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + "|" + r.Message)
 	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "broker":
-			k.broker = a.Value.String()
-		case "err":
-			k.err = a.Value.String()
+		v := a.Value.String()
+		if !identityAttrs[a.Key] {
+			v = digitRun.ReplaceAllString(v, "N")
 		}
+		b.WriteString("|" + a.Key + "=" + v)
 		return true
 	})
-	return k
+	return b.String()
 }
 
 // heldLine is a line held back, and the handler that would have shown it.
@@ -88,7 +97,7 @@ type repeatKinds struct {
 	window time.Duration
 
 	mu   sync.Mutex
-	seen map[repeatKind]*repeatCount
+	seen map[string]*repeatCount // by kindOf
 }
 
 // repeatCount is one kind's window: open from its last line shown until
@@ -101,8 +110,11 @@ type repeatCount struct {
 }
 
 // hold reports whether line, of kind k, is held back: a window of its
-// kind is open. If not, a window opens, and line is to be shown.
-func (ks *repeatKinds) hold(k repeatKind, line heldLine) bool {
+// kind is open. If not, a window opens, and line is to be shown. With
+// maxRepeatKinds windows open, those that held nothing so far (a line
+// seen once) are closed to make room; if none did, line is shown and no
+// window opens.
+func (ks *repeatKinds) hold(k string, line heldLine) bool {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	if c, open := ks.seen[k]; open {
@@ -113,6 +125,14 @@ func (ks *repeatKinds) hold(k repeatKind, line heldLine) bool {
 		c.last = heldLine{line.ctx, line.h, line.r.Clone()}
 		return true
 	}
+	if len(ks.seen) >= maxRepeatKinds {
+		for old, c := range ks.seen {
+			if c.held == 0 {
+				c.timer.Stop()
+				delete(ks.seen, old)
+			}
+		}
+	}
 	if len(ks.seen) < maxRepeatKinds {
 		c := &repeatCount{}
 		c.timer = time.AfterFunc(ks.window, func() { ks.close(k, c) })
@@ -122,10 +142,18 @@ func (ks *repeatKinds) hold(k repeatKind, line heldLine) bool {
 }
 
 // close ends c, the window of kind k: the last line held in it is shown
-// with the count, and a window opens from now, or none when nothing was
-// held (the kind's next line is shown at once).
-func (ks *repeatKinds) close(k repeatKind, c *repeatCount) {
+// again now, with the count (repeated), the time of the first and of the
+// last held (repeated_since, repeated_until), and a window opens from now;
+// or none when nothing was held (the kind's next line is shown at once).
+// Shown at the window's end with that time, the line keeps the log in
+// order: one printed after a recovery says, by repeated_until, that the
+// repeats stopped before it.
+func (ks *repeatKinds) close(k string, c *repeatCount) {
 	ks.mu.Lock()
+	if ks.seen[k] != c { // made room for another (hold) while this timer fired
+		ks.mu.Unlock()
+		return
+	}
 	held, since, last := c.held, c.firstHeld, c.last
 	if held == 0 {
 		delete(ks.seen, k)
@@ -135,7 +163,9 @@ func (ks *repeatKinds) close(k repeatKind, c *repeatCount) {
 	}
 	ks.mu.Unlock()
 	if held > 0 {
-		last.r.AddAttrs(slog.Int("repeated", held), slog.Time("repeated_since", since))
-		_ = last.h.Handle(last.ctx, last.r)
+		r := slog.NewRecord(time.Now(), last.r.Level, last.r.Message, last.r.PC)
+		last.r.Attrs(func(a slog.Attr) bool { r.AddAttrs(a); return true })
+		r.AddAttrs(slog.Int("repeated", held), slog.Time("repeated_since", since), slog.Time("repeated_until", last.r.Time))
+		_ = last.h.Handle(last.ctx, r)
 	}
 }

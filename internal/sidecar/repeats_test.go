@@ -73,8 +73,12 @@ func TestQuietRepeatsShowsOnePerWindowWithTheCount(t *testing.T) {
 				t.Errorf("window %d: repeated_since=%v, want %s (the first line held back)", i+1, l["repeated_since"], since)
 			}
 			last := start.Add(time.Duration(w.first+w.held-1) * every).UTC().Format(time.RFC3339Nano)
-			if l["time"] != last {
-				t.Errorf("window %d: the line shown is of %v, want the last held back, of %s", i+1, l["time"], last)
+			if l["repeated_until"] != last {
+				t.Errorf("window %d: repeated_until=%v, want %s (the last line held back)", i+1, l["repeated_until"], last)
+			}
+			end := start.Add(time.Duration(i+1) * RepeatWindow).UTC().Format(time.RFC3339Nano)
+			if l["time"] != end {
+				t.Errorf("window %d: the count is shown at %v, want the window's end, %s, so the log stays in order", i+1, l["time"], end)
 			}
 			if l["component"] != "kafka-client" {
 				t.Errorf("window %d: the line lost the logger's attributes: %v", i+1, l)
@@ -124,30 +128,81 @@ func TestQuietRepeatsCountsWhenTheWindowEnds(t *testing.T) {
 	})
 }
 
-// The kinds tracked are bounded: past maxRepeatKinds a new kind is shown
-// and not tracked, and a window that ends with nothing held forgets its
-// kind.
+// The kinds tracked are bounded. A line seen once makes room when the
+// table is full, so a burst of one-off lines does not stop a steady
+// repeat from being held; 256 kinds that all repeat fill it, and a new
+// kind is then shown and not tracked. A window that ends with nothing
+// held forgets its kind.
 func TestQuietRepeatsBoundsItsKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf testlog.Buffer
 		h := newQuietRepeats(slog.NewJSONHandler(&buf, nil), RepeatWindow)
 		log := slog.New(h)
-		for i := range maxRepeatKinds + 10 {
-			log.Warn("fetch failed", "err", fmt.Sprint("error ", i))
+		steady := 0
+		// 20 one-off lines a second for 30s; from 15s on, when they have
+		// filled the table, a steady repeat too.
+		for i := range 20 * 30 {
+			log.Error("fetch failed", "group", fmt.Sprint("group-", i))
+			if i >= 300 && i%5 == 0 {
+				log.Warn("unable to open connection to broker", "broker", "1")
+				steady++
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		shown := 0
+		for _, l := range jsonLines(t, &buf) {
+			if l["msg"] == "unable to open connection to broker" {
+				shown++
+			}
+		}
+		if shown > 2 {
+			t.Errorf("the steady repeat was shown %d times of %d within its window amid one-off lines that filled the table, want 1 (and its count)", shown, steady)
+		}
+		time.Sleep(2 * RepeatWindow) // the steady kind's window ends at 45s; the next, with nothing held, at 75s
+		if n := h.kinds.tracked(); n != 0 {
+			t.Errorf("%d kinds still tracked after their windows ended with nothing held, want 0", n)
+		}
+
+		for i := range maxRepeatKinds { // all repeating: the table fills
+			log.Warn("commit failed", "group", fmt.Sprint("group-", i))
+			log.Warn("commit failed", "group", fmt.Sprint("group-", i))
 		}
 		if n := h.kinds.tracked(); n != maxRepeatKinds {
 			t.Errorf("%d kinds tracked, want %d", n, maxRepeatKinds)
 		}
-		if n := len(jsonLines(t, &buf)); n != maxRepeatKinds+10 {
-			t.Errorf("%d lines shown, want %d (every new kind)", n, maxRepeatKinds+10)
+		before := len(jsonLines(t, &buf))
+		log.Warn("a new kind")
+		log.Warn("a new kind")
+		if n := len(jsonLines(t, &buf)) - before; n != 2 {
+			t.Errorf("%d of 2 lines of a new kind shown with the table full, want both", n)
 		}
-		time.Sleep(RepeatWindow + time.Millisecond)
-		if n := h.kinds.tracked(); n != 0 {
-			t.Errorf("%d kinds still tracked after their windows ended with nothing held, want 0", n)
+	})
+}
+
+// Lines that differ only in a number that is not an identity (a local
+// port, a count, a partition) are one kind; a different group, topic or
+// error code is another, shown at once.
+func TestQuietRepeatsKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf testlog.Buffer
+		log := slog.New(newQuietRepeats(slog.NewJSONHandler(&buf, nil), RepeatWindow))
+		for port := range 50 { // DNS down: a new local port in each error
+			log.Warn("unable to open connection to broker", "broker", "seed_0",
+				"err", fmt.Sprintf("dial tcp: lookup kafka-0 on 10.0.0.53:53: read udp 127.0.0.1:%d->10.0.0.53:53: read: connection refused", 40000+port))
+			log.Error("group manage loop errored", "group", "orders-kretry", "err", "unable to dial", "consecutive_errors", port, "backoff", fmt.Sprintf("%dms", 100*port))
 		}
-		log.Warn("fetch failed", "err", "a new one")
-		if n := h.kinds.tracked(); n != 1 {
-			t.Error("a new kind is not tracked after the others' windows ended")
+		if n := len(jsonLines(t, &buf)); n != 2 {
+			t.Fatalf("%d lines shown for 100, want 2 (a port or a count is no kind of its own):\n%s", n, buf.String())
+		}
+		before := len(jsonLines(t, &buf))
+		log.Error("group manage loop errored", "group", "payments-kretry", "err", "unable to dial", "consecutive_errors", 1, "backoff", "100ms")
+		log.Warn("unable to commit offset for topic partition", "group", "orders-kretry", "topic", "orders", "partition", 0, "error_code", 27)
+		log.Warn("unable to commit offset for topic partition", "group", "orders-kretry", "topic", "orders", "partition", 0, "error_code", 22)
+		log.Warn("unable to commit offset for topic partition", "group", "orders-kretry", "topic", "orders", "partition", 1, "error_code", 22) // held: another partition only
+		log.Warn("unable to commit offset for topic partition", "group", "orders-kretry", "topic", "orders.dlq", "partition", 1, "error_code", 22)
+		log.Warn("unable to commit offset for topic partition", "group", "payments-kretry", "topic", "payments", "partition", 1, "error_code", 22)
+		if n := len(jsonLines(t, &buf)) - before; n != 5 {
+			t.Errorf("%d lines shown, want 5 (another group, error code, topic: each its own kind; another partition is not):\n%s", n, buf.String())
 		}
 	})
 }
