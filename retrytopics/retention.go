@@ -14,8 +14,9 @@ import (
 // fix and redrive (Amazon SQS gives the same advice for its dead-letter
 // queues). The parking topic is created the same way: its records wait
 // for as long as their key is blocked, which a held key or a long outage
-// makes open-ended. A tier keeps records at least as long as its source,
-// and twice its longest wait (retention counts from the move). MinDLQRetention is the least a DLQ created by kretry keeps
+// makes open-ended. A tier keeps records at least as long as its source
+// (14 days when the source keeps them forever), and twice its longest
+// wait (retention counts from the move). MinDLQRetention is the least a DLQ created by kretry keeps
 // records when Plan.DLQRetention is 0; DLQRetentionFactor times the
 // source's retention.ms when that is longer.
 const (
@@ -76,6 +77,8 @@ func stageRetention(p *Plan, t string, src time.Duration) string {
 // that keeps records for r, too short for what it holds; "" when not.
 func stageRetentionWarning(p *Plan, t string, src, r time.Duration) string {
 	switch i := p.Stage(t); {
+	case t == p.DLQ && p.DLQRetention != 0 && r.Milliseconds() == p.DLQRetention.Milliseconds():
+		return "" // as topics[].dlq.retention asks
 	case t == p.DLQ:
 		return retentionWarning(p, src, r)
 	case i > 0:
@@ -88,16 +91,29 @@ func stageRetentionWarning(p *Plan, t string, src, r time.Duration) string {
 
 // tierRetention is the retention.ms value to create tier i of p with, for
 // a source that keeps records for src (-1: forever): the source's, and at
-// least twice the tier's longest wait.
+// least twice the tier's longest wait, rounded up to the millisecond (so
+// that tierRetentionWarning does not find it a nanosecond short). From a
+// source kept forever a tier takes MinDLQRetention instead: its records
+// are consumed within their wait, and kept forever they would only fill
+// the disk.
 func tierRetention(p *Plan, i int, src time.Duration) string {
-	if src < 0 {
-		return "-1"
-	}
 	w := twice(p.LongestDelay(i))
-	if w < 0 {
+	switch {
+	case w < 0:
 		return "-1"
+	case src < 0:
+		src = MinDLQRetention
 	}
-	return strconv.FormatInt(max(src, w).Milliseconds(), 10)
+	return strconv.FormatInt(ceilMs(max(src, w)), 10)
+}
+
+// ceilMs is d in milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
 }
 
 // tierRetentionWarning is the warning for an existing tier i of p that

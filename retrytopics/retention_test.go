@@ -89,8 +89,9 @@ func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
 
 // TestStageRetention: the tiers and the parking topic that Ensure creates
 // keep records long enough for what they hold (a tier: its source's
-// retention, at least twice its longest wait; the parking topic: as the
-// DLQ); existing ones that keep them for less are a warning each.
+// retention, 14 days for a source kept forever, at least twice its
+// longest wait; the parking topic: as the DLQ); existing ones that keep
+// them for less are a warning each.
 func TestStageRetention(t *testing.T) {
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	plan := func() *retrytopics.Plan {
@@ -105,7 +106,7 @@ func TestStageRetention(t *testing.T) {
 	}{
 		{"default source", "", ms(7 * day), ms(15 * day), ms(14 * day)},
 		{"short source", ms(time.Hour), ms(3 * time.Hour), ms(15 * day), ms(14 * day)},
-		{"source forever", "-1", "-1", "-1", "-1"},
+		{"source forever", "-1", ms(14 * day), ms(15 * day), "-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, adm, _ := newAdmin(t)
@@ -170,9 +171,36 @@ func TestRetentionPastDurationRange(t *testing.T) {
 	if len(got.Warnings) != 0 {
 		t.Errorf("warnings %v", got.Warnings)
 	}
-	for _, topic := range []string{"orders.dlq", "orders.retry.1m", "orders.parking"} {
-		if r := topicConfig(t, adm, topic, "retention.ms"); r != "-1" {
-			t.Errorf("%s retention.ms = %q, want -1 (forever, as the source)", topic, r)
+	for topic, want := range map[string]string{"orders.dlq": "-1", "orders.parking": "-1", "orders.retry.1m": strconv.FormatInt((14 * day).Milliseconds(), 10)} {
+		if r := topicConfig(t, adm, topic, "retention.ms"); r != want {
+			t.Errorf("%s retention.ms = %q, want %q (forever as the source; a tier 14 days)", topic, r, want)
 		}
+	}
+}
+
+// Topics Ensure created are not warned about when it runs again: a tier
+// whose longest wait is not a whole number of milliseconds (30m stretched
+// by a jitter of 0.29: 38m41.999999999s) is created rounded up, not down
+// (which warned "less than twice its longest wait" at every start), and a
+// DLQ kept as topics[].dlq.retention asks, for less than the source, is
+// not warned about either.
+func TestEnsureAgainWarnsNothing(t *testing.T) {
+	ctx, adm, _ := newAdmin(t)
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	p := &retrytopics.Plan{Source: "orders", DLQ: "orders.dlq", Jitter: 0.29, DLQRetention: 30 * time.Minute,
+		Tiers: []retrytopics.Tier{{Topic: "orders.retry.30m", Delay: 30 * time.Minute}}}
+	for run := range 2 {
+		got, err := retrytopics.Ensure(ctx, adm, p, 0, "orders.parking")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Warnings) != 0 {
+			t.Errorf("run %d: warnings %q", run+1, got.Warnings)
+		}
+	}
+	if r := topicConfig(t, adm, "orders.retry.30m", "retention.ms"); r != "4644000" {
+		t.Errorf("orders.retry.30m retention.ms = %q, want 4644000 (2 × 38m41.999999999s, rounded up)", r)
 	}
 }

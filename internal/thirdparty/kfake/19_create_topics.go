@@ -1,6 +1,8 @@
 package kfake
 
 import (
+	"strconv"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -202,6 +204,14 @@ func (c *Cluster) createTopic(rt *kmsg.CreateTopicsRequestTopic, inReq map[strin
 	configs := make(map[string]*string)
 	for _, rc := range rt.Configs {
 		configs[rc.Name] = rc.Value
+	}
+	// kretry: Kafka refuses a retention.ms below -1 (its ConfigDef:
+	// atLeast(-1)) or not a number with INVALID_CONFIG; upstream kfake
+	// took -2 and described it back.
+	if v := configs["retention.ms"]; v != nil {
+		if n, err := strconv.ParseInt(*v, 10, 64); err != nil || n < -1 {
+			return 0, 0, nil, kerr.InvalidConfig
+		}
 	}
 
 	// ValidateOnly (v1+): skip actual creation
