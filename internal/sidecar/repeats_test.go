@@ -234,3 +234,62 @@ func TestClientOptsQuietRepeats(t *testing.T) {
 		t.Errorf("%d of 10 repeats shown, want 1:\n%s", n, buf.String())
 	}
 }
+
+// Steady kinds repeating once a second keep being held while one-off
+// lines overflow the table (300 a second): only the oldest empty window
+// makes room. Closing every empty window closed the steady kinds' windows
+// just reopened, and all 2,400 of their lines were shown (a breaker
+// round's table).
+func TestQuietRepeatsHoldsSteadyKindsAmidOneOffs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf testlog.Buffer
+		log := slog.New(newQuietRepeats(slog.NewJSONHandler(&buf, nil), RepeatWindow))
+		oneOff := 0
+		for range 120 {
+			for k := range 20 {
+				log.Warn("unable to commit offset for topic partition", "topic", fmt.Sprint("topic-", k))
+			}
+			for range 300 {
+				log.Error("fetch failed", "group", fmt.Sprint("group-", oneOff))
+				oneOff++
+			}
+			time.Sleep(time.Second)
+		}
+		shown := 0
+		for _, l := range jsonLines(t, &buf) {
+			if l["msg"] == "unable to commit offset for topic partition" {
+				shown++
+			}
+		}
+		// Ideally 20 × (1 + 4 windows) = 100; eviction of the oldest empty
+		// window costs a few more.
+		t.Logf("%d of 2,400 steady lines shown", shown)
+		if shown > 200 {
+			t.Errorf("%d of 2,400 steady lines shown amid one-off lines, want at most 200", shown)
+		}
+	})
+}
+
+// Loggers derived with other attributes are other kinds, and the count of
+// each comes out through its own logger.
+func TestQuietRepeatsDerivedLoggers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf testlog.Buffer
+		base := slog.New(newQuietRepeats(slog.NewJSONHandler(&buf, nil), RepeatWindow))
+		a, b := base.With("client", "consumer"), base.With("client", "producer")
+		for range 3 {
+			a.Warn("unable to open connection to broker", "broker", "1")
+			b.Warn("unable to open connection to broker", "broker", "1")
+		}
+		time.Sleep(RepeatWindow + time.Millisecond)
+		got := map[string]float64{}
+		for _, l := range jsonLines(t, &buf) {
+			if n, ok := l["repeated"].(float64); ok {
+				got[l["client"].(string)] = n
+			}
+		}
+		if got["consumer"] != 2 || got["producer"] != 2 || len(jsonLines(t, &buf)) != 4 {
+			t.Errorf("want each logger's first line and its own count (repeated=2); got\n%s", buf.String())
+		}
+	})
+}
