@@ -351,8 +351,9 @@ type DLQ struct {
 	// Retention is the retention.ms kretry gives the DLQ when it creates
 	// it. Default 0: twice the source's retention, at least 14 days (a
 	// source kept forever gives a DLQ kept forever); a negative duration
-	// (-1ms) keeps records forever. An existing DLQ is not changed, but
-	// kretry run warns when it keeps records for less time than its source.
+	// (-1ms) keeps records forever; whole milliseconds only. An existing
+	// DLQ is not changed, but kretry run warns when it keeps records for
+	// less time than its source and than this.
 	Retention time.Duration `koanf:"retention"`
 }
 

@@ -65,6 +65,11 @@ func (v *validator) topics(ts []Topic) {
 			derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
 		}
 		derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
+		if r := t.DLQ.Retention; r != 0 && r%time.Millisecond != 0 {
+			// retention.ms is whole milliseconds: 500us would create a
+			// DLQ that keeps nothing, -1ns one that is not kept forever.
+			v.add(p+".dlq.retention", "%q must be a whole number of milliseconds (retention.ms): 0 derives it from the source, a negative one such as -1ms keeps records forever", fmtDuration(r))
+		}
 		if t.Ordering.Parks() {
 			derived(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name))
 		}
