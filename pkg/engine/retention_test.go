@@ -60,8 +60,8 @@ func retentionMs(t *testing.T, e *env, topic string) int64 {
 	return 0
 }
 
-// The broker refuses a retention.ms below -1 with INVALID_CONFIG, Kafka
-// 4.1.1 and the embedded broker alike (kfake took -2 and described it
+// The broker refuses a retention.ms below -1 or not a number with
+// INVALID_CONFIG, and takes " 5", Kafka 4.1.1 and the embedded broker alike (kfake took -2 and described it
 // back: a breaker round's finding; internal/thirdparty/kfake/README.md).
 func TestBrokerRefusesRetentionBelowMinusOne(t *testing.T) {
 	e := newEnv(t, 1)
@@ -70,5 +70,9 @@ func TestBrokerRefusesRetentionBelowMinusOne(t *testing.T) {
 		if !errors.Is(err, kerr.InvalidConfig) {
 			t.Errorf("retention.ms %q: CreateTopic answered %v, want INVALID_CONFIG", v, err)
 		}
+	}
+	v := " 5" // Kafka trims it
+	if _, err := e.adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"retention.ms": &v}, e.plan.Source+".r5"); err != nil {
+		t.Errorf("retention.ms %q: CreateTopic answered %v, want the topic created", v, err)
 	}
 }

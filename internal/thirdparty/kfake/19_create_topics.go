@@ -2,6 +2,7 @@ package kfake
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -206,10 +207,10 @@ func (c *Cluster) createTopic(rt *kmsg.CreateTopicsRequestTopic, inReq map[strin
 		configs[rc.Name] = rc.Value
 	}
 	// kretry: Kafka refuses a retention.ms below -1 (its ConfigDef:
-	// atLeast(-1)) or not a number with INVALID_CONFIG; upstream kfake
-	// took -2 and described it back.
+	// atLeast(-1)) or not a number with INVALID_CONFIG, and trims spaces
+	// (" 5" is 5); upstream kfake took -2 and described it back.
 	if v := configs["retention.ms"]; v != nil {
-		if n, err := strconv.ParseInt(*v, 10, 64); err != nil || n < -1 {
+		if n, err := strconv.ParseInt(strings.TrimSpace(*v), 10, 64); err != nil || n < -1 {
 			return 0, 0, nil, kerr.InvalidConfig
 		}
 	}
