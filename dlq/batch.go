@@ -27,7 +27,7 @@ const (
 // run moves res.Entries in paced batches, each committed in one
 // transaction of tx. It returns the first commit's error; a ctx that ends
 // commits what was gathered and sets res.Stopped.
-func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Result, start time.Time) error {
+func (c *Client) run(ctx context.Context, tx *producer, req *Request, res *Result, start time.Time) error {
 	var lim *rate.Limiter
 	if req.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(req.Rate), 1)
@@ -80,7 +80,7 @@ func (c *Client) run(ctx context.Context, tx *kgo.Client, req *Request, res *Res
 // [Client.run], and their classes.
 type batch struct {
 	c     *Client
-	tx    *kgo.Client
+	tx    *producer
 	req   *Request
 	res   *Result
 	start time.Time // of the first move, for the rate reported
@@ -99,7 +99,7 @@ func (b *batch) flush(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := commit(cctx, b.tx, b.recs); err != nil {
+	if err := b.c.commitChecked(cctx, b.tx, b.recs); err != nil {
 		return err
 	}
 	b.res.Moved += len(b.recs) / b.c.recordsPerMove(b.req)

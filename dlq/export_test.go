@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -31,6 +33,11 @@ func (f *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	f.now = f.now.Add(max(d, 0))
 	f.mu.Unlock()
 	return nil
+}
+
+// WithEndTransaction replaces how the client ends a transaction.
+func WithEndTransaction(f func(context.Context, *kgo.Client, kgo.TransactionEndTry) error) Option {
+	return func(cl *Client) { cl.endTxn = f }
 }
 
 // WithClock replaces the clock of the rate limit.

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // DefaultRate is the redrive and discard rate when Request.Rate is 0
@@ -193,15 +190,10 @@ func (c *Client) logEnded(req *Request, res *Result, err error) {
 // older operation and aborts its open transaction (InitProducerID), and
 // only then reads the marks and the DLQ: whatever the older one committed
 // is seen. Close the producer.
-func (c *Client) fencedSnapshot(ctx context.Context) (*kgo.Client, *Snapshot, error) {
-	tx, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.TransactionalID(TransactionalID(c.t.DLQ)),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))...)
+func (c *Client) fencedSnapshot(ctx context.Context) (*producer, *Snapshot, error) {
+	tx, err := c.newProducer(ctx)
 	if err != nil {
 		return nil, nil, err
-	}
-	if _, _, err := tx.ProducerID(ctx); err != nil {
-		tx.Close()
-		return nil, nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
 	}
 	// The marks topic exists (ensureMarks): not finding it is an error,
 	// never "no marks", which would move records twice.

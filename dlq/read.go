@@ -37,6 +37,9 @@ type Client struct {
 	log  *slog.Logger
 	ttl  time.Duration
 	clk  clock
+	// endTxn ends a transaction: kgo's EndTransaction, replaced in tests
+	// by one that aborts and reports nil as franz-go did (verify.go).
+	endTxn func(context.Context, *kgo.Client, kgo.TransactionEndTry) error
 }
 
 // Option configures a Client.
@@ -60,7 +63,10 @@ func New(t Topic, opts []kgo.Opt, o ...Option) (*Client, error) {
 	if t.Source == "" || t.DLQ == "" {
 		return nil, errors.New("dlq: Topic.Source and Topic.DLQ are required")
 	}
-	c := &Client{t: t, opts: opts, log: slog.New(slog.DiscardHandler), ttl: DefaultLeaseTTL, clk: realClock{}}
+	c := &Client{t: t, opts: opts, log: slog.New(slog.DiscardHandler), ttl: DefaultLeaseTTL, clk: realClock{},
+		endTxn: func(ctx context.Context, tx *kgo.Client, how kgo.TransactionEndTry) error {
+			return tx.EndTransaction(ctx, how)
+		}}
 	for _, f := range o {
 		f(c)
 	}

@@ -7,14 +7,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// producer is the DLQ's transactional producer of one operation, with
+// the reader that checks its transactions committed (verify.go).
+type producer struct {
+	c  *Client
+	cl *kgo.Client
+	rd *kgo.Client // nil until the first check
+}
+
+// newProducer starts the DLQ's transactional producer: its
+// InitProducerID fences an older operation and aborts its open
+// transaction.
+func (c *Client) newProducer(ctx context.Context) (*producer, error) {
+	cl, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.TransactionalID(TransactionalID(c.t.DLQ)),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))...)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("initializing the transactional producer %s: %w", TransactionalID(c.t.DLQ), err)
+	}
+	return &producer{c: c, cl: cl}, nil
+}
+
+// renew replaces p's client with a new one of the same transactional id,
+// for after a transaction the client ended aborted although asked to
+// commit: produced from again, that client's next record was refused
+// with OUT_OF_ORDER_SEQUENCE_NUMBER (verify.go).
+func (p *producer) renew(ctx context.Context) error {
+	p.cl.Close()
+	np, err := p.c.newProducer(ctx)
+	if err != nil {
+		p.cl = nil
+		return err
+	}
+	p.cl = np.cl
+	return nil
+}
+
+// Close closes p's clients.
+func (p *producer) Close() {
+	if p.cl != nil {
+		p.cl.Close()
+	}
+	if p.rd != nil {
+		p.rd.Close()
+	}
+}
+
 // commit writes recs in one transaction.
-func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
+func (p *producer) commit(ctx context.Context, recs []*kgo.Record) error {
+	tx := p.cl
 	if err := tx.BeginTransaction(); err != nil {
 		return err
 	}
@@ -29,7 +81,7 @@ func commit(ctx context.Context, tx *kgo.Client, recs []*kgo.Record) error {
 	if perr != nil {
 		how = kgo.TryAbort
 	}
-	err = tx.EndTransaction(ctx, how)
+	err = p.c.endTxn(ctx, tx, how)
 	if err = errors.Join(perr, err); err != nil {
 		// A newer InitProducerID for the same transactional id: Kafka
 		// answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, kfake also
