@@ -14,8 +14,9 @@ import (
 // carries how many were held back in it.
 const RepeatWindow = 30 * time.Second
 
-// maxRepeatKinds bounds the kinds of line tracked at once; past it, a new
-// kind is shown and not tracked.
+// maxRepeatKinds bounds the kinds of line tracked at once; past it, the
+// oldest window that held nothing is closed to make room, and when every
+// window held something a new kind is shown and not tracked.
 const maxRepeatKinds = 256
 
 // quietRepeats is the Kafka client's log handler: it holds back the lines
