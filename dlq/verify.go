@@ -74,13 +74,14 @@ func (p *producer) committed(ctx context.Context, recs []*kgo.Record) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	seen, err := p.readCommitted(ctx, topic, first, last)
+	const again = "run the same command again to continue (what it moved, if anything, is marked and is not moved twice)"
 	switch {
 	case err != nil:
-		return fmt.Errorf("checking that the transaction of %d records committed: %w", len(recs), err)
+		return fmt.Errorf("checking that the transaction of %d records committed: %w; %s", len(recs), err, again)
 	case seen == 0:
 		return errNotCommitted
 	case seen < len(offsets):
-		return fmt.Errorf("checking that the transaction of %d records committed: %d of its %d marks are readable", len(recs), seen, len(offsets))
+		return fmt.Errorf("checking that the transaction of %d records committed: %d of its %d marks are readable; %s", len(recs), seen, len(offsets), again)
 	}
 	return nil
 }
