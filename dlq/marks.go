@@ -134,6 +134,21 @@ func waitTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 // otherwise miss its marks and list moved records as waiting. A timeout is
 // logged, not returned: the move itself committed.
 func (c *Client) waitMarksStable(ctx context.Context) {
+	if _, err := c.marksStable(ctx); err != nil {
+		c.log.Warn("dlq: the marks of the last move are not yet readable; a list right now may show moved records as waiting", "topic", MarksTopic(c.t.DLQ), "err", err)
+	}
+}
+
+// errMarksOpenTxn is returned by marksStable when the marks topic's last
+// stable offset stays below its high watermark: a transaction on it is
+// still open.
+var errMarksOpenTxn = errors.New("a transaction on the marks topic is still open")
+
+// marksStable waits (at most 10s) until the marks topic's last stable
+// offset reaches its high watermark as of the call. It returns the last
+// stable offset seen, and errMarksOpenTxn (or the listing's error) when
+// it does not get there.
+func (c *Client) marksStable(ctx context.Context) (lso int64, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	topic := MarksTopic(c.t.DLQ)
@@ -145,18 +160,22 @@ func (c *Client) waitMarksStable(ctx context.Context) {
 		}
 		stable := true
 		hw.Each(func(o kadm.ListedOffset) {
-			if l, ok := ls.Lookup(topic, o.Partition); !ok || l.Offset < o.Offset {
+			l, ok := ls.Lookup(topic, o.Partition)
+			if !ok || l.Offset < o.Offset {
 				stable = false
+			}
+			if ok {
+				lso = l.Offset
 			}
 		})
 		if stable {
-			return
+			return lso, nil
 		}
 		select {
 		case <-ctx.Done():
-			err = ctx.Err()
+			return lso, errMarksOpenTxn
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	c.log.Warn("dlq: the marks of the last move are not yet readable; a list right now may show moved records as waiting", "topic", topic, "err", err)
+	return lso, err
 }

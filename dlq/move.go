@@ -89,6 +89,11 @@ type Result struct {
 // DLQ took over its transactional id.
 var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took over")
 
+// ErrMarksUnreadable is wrapped by Move's error when the marks topic has
+// an open transaction that is not the operation's own: the marks after it
+// cannot be read (read_committed stops at it), so nothing is moved.
+var ErrMarksUnreadable = errors.New("the marks cannot be read to their end")
+
 // ErrNoTier is wrapped by Move's error when a redrive's first retry tier
 // (Topic.Tier) does not exist: the config given is not the one kretry run
 // uses. Nothing is moved.
@@ -194,6 +199,19 @@ func (c *Client) fencedSnapshot(ctx context.Context) (*producer, *Snapshot, erro
 	tx, err := c.newProducer(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	// Marks are read up to the last stable offset: behind another
+	// producer's open transaction, committed marks would go unseen and
+	// their records be moved a second time.
+	if lso, err := c.marksStable(ctx); err != nil {
+		tx.Close()
+		if errors.Is(err, errMarksOpenTxn) {
+			topic := MarksTopic(c.t.DLQ)
+			return nil, nil, fmt.Errorf("%w: %s has a transaction open since offset %d that is not kretry's (its own was just aborted): the marks after it cannot be read, and moving now could move records a second time; "+
+				"wait for it to end, or abort it (kafka-transactions.sh --bootstrap-server BROKER abort --topic %s --partition 0 --start-offset %d); nothing moved",
+				ErrMarksUnreadable, topic, lso, topic, lso)
+		}
+		return nil, nil, fmt.Errorf("reading the marks: %w", err)
 	}
 	// The marks topic exists (ensureMarks): not finding it is an error,
 	// never "no marks", which would move records twice.

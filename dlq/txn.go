@@ -21,6 +21,8 @@ type producer struct {
 	c  *Client
 	cl *kgo.Client
 	rd *kgo.Client // nil until the first check
+	// unchecked is set once a check could not finish (committed).
+	unchecked bool
 }
 
 // newProducer starts the DLQ's transactional producer: its
