@@ -153,9 +153,13 @@ func (c *Client) marksStable(ctx context.Context) (lso int64, err error) {
 	defer cancel()
 	topic := MarksTopic(c.t.DLQ)
 	hw, err := c.adm.ListEndOffsets(ctx, topic)
+	behind := false // a listing found the last stable offset behind
 	for err == nil {
 		var ls kadm.ListedOffsets
 		if ls, err = c.adm.ListCommittedOffsets(ctx, topic); err != nil {
+			if behind && ctx.Err() != nil { // the 10s ran out during the listing
+				return lso, errMarksOpenTxn
+			}
 			break
 		}
 		stable := true
@@ -171,6 +175,7 @@ func (c *Client) marksStable(ctx context.Context) (lso int64, err error) {
 		if stable {
 			return lso, nil
 		}
+		behind = true
 		select {
 		case <-ctx.Done():
 			return lso, errMarksOpenTxn
