@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/internal/topicread"
 )
 
 // errNotCommitted is returned by committed for a transaction whose marks
@@ -118,7 +120,7 @@ func (p *producer) readCommitted(ctx context.Context, topic string, ours map[int
 		if err := ctx.Err(); err != nil {
 			return seen, fmt.Errorf("reading %s from offset %d: %w", topic, first, err)
 		}
-		if err := fetchErr(fs); err != nil {
+		if err := topicread.FetchErr(topic, fs); err != nil {
 			return seen, err
 		}
 		done := false
@@ -134,15 +136,4 @@ func (p *producer) readCommitted(ctx context.Context, topic string, ours map[int
 			return seen, nil
 		}
 	}
-}
-
-// fetchErr is the first error of fs.
-func fetchErr(fs kgo.Fetches) error {
-	var first error
-	fs.EachError(func(t string, p int32, err error) {
-		if first == nil {
-			first = fmt.Errorf("reading %s partition %d: %w", t, p, err)
-		}
-	})
-	return first
 }

@@ -67,7 +67,7 @@ func To(ctx context.Context, rd *kgo.Client, topic string, left map[int32]int64,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := fetchErr(topic, fs); err != nil {
+		if err := FetchErr(topic, fs); err != nil {
 			return err
 		}
 		n := 0
@@ -93,8 +93,9 @@ func To(ctx context.Context, rd *kgo.Client, topic string, left map[int32]int64,
 	return nil
 }
 
-// fetchErr is the first error of fs other than the poll's own deadline.
-func fetchErr(topic string, fs kgo.Fetches) error {
+// FetchErr is the first error of fs, a poll of topic, other than the
+// poll's own deadline or cancellation, naming the partition.
+func FetchErr(topic string, fs kgo.Fetches) error {
 	var ferr error
 	fs.EachError(func(_ string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && ferr == nil {
