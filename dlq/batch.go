@@ -99,7 +99,7 @@ func (b *batch) flush(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := b.c.commitChecked(cctx, b.tx, b.recs); err != nil {
+	if err := b.tx.commitChecked(cctx, b.recs); err != nil {
 		return err
 	}
 	b.res.Moved += len(b.recs) / b.c.recordsPerMove(b.req)

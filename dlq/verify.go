@@ -34,26 +34,26 @@ var errNotCommitted = errors.New("the transaction was aborted although asked to 
 // aborted although asked to commit (errNotCommitted).
 const commitTries = 3
 
-// commitChecked writes recs in one transaction of tx and checks that
+// commitChecked writes recs in one transaction of p and checks that
 // their marks are readable afterwards (committed), writing them again in
 // a new transaction of a new client when they are not, at most
 // commitTries times. A transaction that ended aborted left nothing
 // behind, so writing the records again moves nothing twice.
-func (c *Client) commitChecked(ctx context.Context, tx *producer, recs []*kgo.Record) error {
+func (p *producer) commitChecked(ctx context.Context, recs []*kgo.Record) error {
 	var err error
 	for try := 1; try <= commitTries; try++ {
 		if try > 1 {
-			if err := tx.renew(ctx); err != nil {
+			if err := p.renew(ctx); err != nil {
 				return fmt.Errorf("a transaction of %d records: %w; starting the producer again: %w; nothing of it moved: run the same command again", len(recs), errNotCommitted, err)
 			}
 		}
-		if err = tx.commit(ctx, recs); err != nil {
+		if err = p.commit(ctx, recs); err != nil {
 			return err
 		}
-		if err = tx.committed(ctx, recs); !errors.Is(err, errNotCommitted) {
+		if err = p.committed(ctx, recs); !errors.Is(err, errNotCommitted) {
 			return err
 		}
-		c.log.Warn("dlq: a transaction asked to commit ended aborted; writing its records again", "dlq", c.t.DLQ, "records", len(recs), "try", try)
+		p.c.log.Warn("dlq: a transaction asked to commit ended aborted; writing its records again", "dlq", p.c.t.DLQ, "records", len(recs), "try", try)
 	}
 	return fmt.Errorf("a transaction of %d records: %w, %d times; nothing of it moved: run the same command again", len(recs), err, commitTries)
 }
