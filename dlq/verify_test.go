@@ -46,15 +46,7 @@ func TestCommitEndedAbortedIsWrittenAgain(t *testing.T) {
 	if got := ended.Load(); got != 2 {
 		t.Fatalf("%d transactions ended, want 2 (the aborted one and its rewrite)", got)
 	}
-	snap, err := c.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range snap.Entries {
-		if en.State != dlq.Discarded {
-			t.Fatalf("%s is %s after a discard that reported it moved", en.Ref(), en.State)
-		}
-	}
+	allIn(t, c, dlq.Discarded, "a discard that reported it moved")
 }
 
 // TestCommitEndedAbortedEveryTime: when every try ends aborted, the
@@ -70,15 +62,7 @@ func TestCommitEndedAbortedEveryTime(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "aborted although asked to commit, 3 times") || res.Moved != 0 {
 		t.Fatalf("redrive: %+v, %v; want an error naming 3 aborted tries and nothing moved", res, err)
 	}
-	snap, err := c.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range snap.Entries {
-		if en.State != dlq.Waiting {
-			t.Fatalf("%s is %s after a redrive that moved nothing", en.Ref(), en.State)
-		}
-	}
+	allIn(t, c, dlq.Waiting, "a redrive that moved nothing")
 }
 
 // junkAfterFirstMark writes n records of another writer onto the marks
@@ -138,15 +122,7 @@ func TestCommitCheckCountsOnlyItsOwnMarks(t *testing.T) {
 	if err != nil || res.Moved != 3 || ended.Load() != 2 {
 		t.Fatalf("discard: %+v, %v, %d transactions ended; want 3 moved in 2 (the aborted one, written again)", res, err, ended.Load())
 	}
-	snap, err := c.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range snap.Entries {
-		if en.State != dlq.Discarded {
-			t.Fatalf("%s is %s after a discard that reported it moved", en.Ref(), en.State)
-		}
-	}
+	allIn(t, c, dlq.Discarded, "a discard that reported it moved")
 }
 
 // TestMoveRefusesMarksBehindAnOpenTransaction: another producer's open
@@ -209,4 +185,19 @@ func createMarks(t *testing.T, e *env) string {
 		t.Fatal(err)
 	}
 	return marks
+}
+
+// allIn fails t unless every record of c's DLQ is in state want, after
+// what happened.
+func allIn(t *testing.T, c *dlq.Client, want dlq.State, after string) {
+	t.Helper()
+	snap, err := c.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range snap.Entries {
+		if en.State != want {
+			t.Fatalf("%s is %s after %s", en.Ref(), en.State, after)
+		}
+	}
 }
