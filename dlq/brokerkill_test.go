@@ -17,7 +17,6 @@ import (
 	"github.com/kretry/kretry/dlq"
 	"github.com/kretry/kretry/internal/broker"
 	"github.com/kretry/kretry/internal/kafkatest"
-	"github.com/kretry/kretry/pkg/engine"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -157,14 +156,12 @@ func TestOnlyBrokerDownDuringRedrive(t *testing.T) {
 	e := envOn(t, addrs, 2, 50*time.Millisecond)
 	c := e.client(dlq.WithLeaseTTL(10 * time.Second))
 	const n = 20
-	// A group.instance.id, as kretry run gives its engines (the host's
-	// name): the engine whose transaction fails in the outage starts a new
-	// session, which takes the partitions back as soon as the broker
-	// returns. Without one, Kafka keeps the old member until its session
-	// times out (45s), longer than the wait below.
-	snap := deadLetterWith(t, e, c, n, func() {
-		e.runOpts(nil, func(o *engine.Options) { o.InstanceID = "test-" + e.plan.Source })
-	})
+	// The engine joins with the default group.instance.id (the host's
+	// name, as kretry run's): the engine whose transaction fails in the
+	// outage starts a new session, which takes the partitions back as soon
+	// as the broker returns. A dynamic member would wait until Kafka drops
+	// the old one at its session timeout (45s), longer than the wait below.
+	snap := deadLetterWith(t, e, c, n, e.run)
 	start := time.Now()
 	type ended struct {
 		res *dlq.Result

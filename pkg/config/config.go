@@ -60,7 +60,6 @@
 package config
 
 import (
-	"os"
 	"time"
 
 	"github.com/kretry/kretry/pkg/delivery"
@@ -121,43 +120,15 @@ type Kafka struct {
 	SASL           SASL          `koanf:"sasl"`
 }
 
-// InstanceIDOrHost is the instance id in effect: InstanceID, or the host
-// name with every character Kafka does not allow in a group.instance.id
-// replaced by '-' ("localhost" when there is none).
+// InstanceIDOrHost is the instance id in effect: InstanceID, or
+// flow.DefaultInstanceID (the host name with every character Kafka does not
+// allow in a group.instance.id replaced by '-'; "localhost" when there is
+// none).
 func (k *Kafka) InstanceIDOrHost() string {
 	if k.InstanceID != "" {
 		return k.InstanceID
 	}
-	host, _ := os.Hostname()
-	return SanitizeInstanceID(host)
-}
-
-// SanitizeInstanceID maps s to a valid instance id: characters outside
-// [a-zA-Z0-9._-] become '-', the result is cut to MaxInstanceIDLen, and an
-// empty result is "localhost".
-func SanitizeInstanceID(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !instanceIDChar(c) {
-			b[i] = '-'
-		}
-	}
-	if len(b) > MaxInstanceIDLen {
-		b = b[:MaxInstanceIDLen]
-	}
-	if len(b) == 0 {
-		return "localhost"
-	}
-	return string(b)
-}
-
-// MaxInstanceIDLen bounds kafka.instance_id: Kafka allows 249 characters
-// in a group.instance.id and a transactional id; kretry's transactional
-// ids add the prefix and the group to it.
-const MaxInstanceIDLen = 200
-
-func instanceIDChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+	return flow.DefaultInstanceID()
 }
 
 // TLS configures the connection to the brokers.

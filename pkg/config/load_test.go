@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/pkg/config"
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/bad/*.err from the current errors")
@@ -330,8 +331,8 @@ func TestInstanceID(t *testing.T) {
 		{"", "localhost"},
 		{"a/b:c", "a-b-c"},
 	} {
-		if got := config.SanitizeInstanceID(tc.host); got != tc.want {
-			t.Errorf("config.SanitizeInstanceID(%q) = %q, want %q", tc.host, got, tc.want)
+		if got := flow.SanitizeInstanceID(tc.host); got != tc.want {
+			t.Errorf("flow.SanitizeInstanceID(%q) = %q, want %q", tc.host, got, tc.want)
 		}
 	}
 	cfg, err := config.Parse([]byte("app: {url: http://127.0.0.1:8080/kafka}\ntopics: [{name: orders}]\n"), []string{"KRETRY_KAFKA__INSTANCE_ID=pod-7"})
@@ -343,7 +344,7 @@ func TestInstanceID(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	cfg.Kafka.InstanceID = ""
-	if got := cfg.Kafka.InstanceIDOrHost(); got != config.SanitizeInstanceID(host) {
+	if got := cfg.Kafka.InstanceIDOrHost(); got != flow.SanitizeInstanceID(host) {
 		t.Errorf("default %q, want the host name %q", got, host)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
 )
 
@@ -243,13 +244,13 @@ func (v *validator) brokers(brokers []string) {
 // group.instance.id: its characters and its length.
 func (v *validator) instanceID(id string) {
 	for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
-		if r >= utf8.RuneSelf || !instanceIDChar(byte(r)) {
+		if r >= utf8.RuneSelf || !flow.InstanceIDChar(byte(r)) {
 			v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
 			break
 		}
 	}
-	if len(id) > MaxInstanceIDLen {
-		v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), MaxInstanceIDLen)
+	if len(id) > flow.MaxInstanceIDLen {
+		v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), flow.MaxInstanceIDLen)
 	}
 }
 

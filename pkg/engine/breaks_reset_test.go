@@ -25,7 +25,7 @@ func TestStalledTwiceWithinAMinuteGoesOn(t *testing.T) {
 	e := newEnv(t, 1, 300*time.Millisecond)
 	a := newRecorder()
 	o := e.keyedOptions(a, flow.OnDeadLetterRelease)
-	o.InstanceID = "pod-0"
+	o.InstanceID, o.DynamicMembership = "pod-0", false
 	o.TransactionalID = "test-" + e.plan.Source + "-pod-0"
 	o.GroupOpts = []kgo.Opt{kgo.SessionTimeout(30 * time.Second), kgo.HeartbeatInterval(time.Second)}
 	o.txnTimeout = time.Second

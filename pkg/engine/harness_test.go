@@ -97,7 +97,10 @@ func (e *env) options(d delivery.Deliverer) Options {
 		Plan:            e.plan,
 		Group:           e.group(),
 		TransactionalID: "test-" + e.plan.Source + "-" + e.t.Name(),
-		Deliverer:       d,
+		// Tests that start several engines of one group name each
+		// instance only where they test identity (staticOptions).
+		DynamicMembership: true,
+		Deliverer:         d,
 		// The tests of parking set OrderingKey or OrderingPartition
 		// themselves (keyedOptions); the others run without parking.
 		Ordering:        flow.OrderingNone,

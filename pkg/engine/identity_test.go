@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kretry/kretry/pkg/flow"
 )
 
 // running is an engine started by runEngine; done is closed when Run has
@@ -58,7 +60,7 @@ func (e *env) runEngine(o Options) *running {
 // takeover faster than it.
 func (e *env) staticOptions(d *recorder, instance string) Options {
 	o := e.options(d)
-	o.InstanceID = instance
+	o.InstanceID, o.DynamicMembership = instance, false
 	o.TransactionalID = "test-" + e.plan.Source + "-" + instance
 	o.GroupOpts = []kgo.Opt{kgo.SessionTimeout(30 * time.Second), kgo.HeartbeatInterval(time.Second)}
 	return o
@@ -85,6 +87,35 @@ func (e *env) untilBothDeliver(a, b *recorder, partitions int32) {
 		}
 		e.produce(e.values(fmt.Sprintf("r%d-", round), int(partitions), partitions)...)
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// An engine whose options leave InstanceID empty joins as a static member
+// named for the host, as kretry run's do: a Go program embedding it gets
+// the same takeover on restart without naming its instance.
+func TestDefaultInstanceIDIsTheHostName(t *testing.T) {
+	e := newEnv(t, 2)
+	o := e.options(newRecorder())
+	o.DynamicMembership = false
+	r := e.runEngine(o)
+	select {
+	case <-r.eng.Joined():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the engine did not join within 30s")
+	}
+	member, _ := r.eng.cl.Load().GroupMetadata()
+	gs, err := e.adm.DescribeGroups(context.Background(), e.group())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range gs[e.group()].Members {
+		if m.MemberID == member && m.InstanceID != nil {
+			ids = append(ids, *m.InstanceID)
+		}
+	}
+	if want := flow.DefaultInstanceID(); len(ids) != 1 || ids[0] != want {
+		t.Errorf("the engine's member %q has instance ids %q, want [%q] (the host's name)", member, ids, want)
 	}
 }
 

@@ -3,10 +3,10 @@ package engine
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,18 +35,32 @@ type Options struct {
 	// TransactionalID of the engine's producer. Every instance of one group
 	// needs its own, stable across restarts so that a restarted instance
 	// aborts the transaction its predecessor left open. Default
-	// flow.TransactionalID("kretry", <hostname>, Group).
+	// flow.TransactionalID("kretry", InstanceID, Group), as `kretry run`
+	// names it (with DynamicMembership, flow.DefaultInstanceID() stands
+	// for InstanceID).
 	TransactionalID string
-	// InstanceID, when set, is the consumer's group.instance.id (KIP-345
-	// static membership): an instance restarted under the same id gets its
+	// InstanceID is the consumer's group.instance.id (KIP-345 static
+	// membership): an instance restarted under the same id gets its
 	// partitions back at once, without waiting for the session timeout or
 	// a rebalance. It must be unique among the live members of the group
 	// and stable across restarts; a second live member with the same id
 	// fences the first, whose Run then returns a *FencedError. On a clean
 	// stop the engine leaves the group explicitly (a static member does not
-	// leave when its client closes), so its partitions move at once. Empty
-	// means dynamic membership.
+	// leave when its client closes), so its partitions move at once.
+	// Letters, digits, '.', '_' and '-', at most flow.MaxInstanceIDLen
+	// characters. Default flow.DefaultInstanceID(), the host's name, as
+	// kafka.instance_id of `kretry run`: set it when two engines of one
+	// group run on one host (or in one process).
 	InstanceID string
+	// DynamicMembership makes the engine a dynamic member of its group,
+	// with no instance id (InstanceID must be empty then). Not a YAML key:
+	// for a program that runs several engines of one group and does not
+	// name each. A dynamic member that loses its session (a transaction
+	// that failed in a broker outage) waits out the old member's session
+	// timeout (45s on Kafka) before it gets its partitions back, and the
+	// group cannot tell a twin from an outage, so a second session reset
+	// within a minute stops Run (docs/RELIABILITY.md).
+	DynamicMembership bool
 	// Deliverer hands records to the application.
 	Deliverer delivery.Deliverer
 	// Statuses classify HTTP statuses; default delivery.DefaultStatuses.
@@ -198,9 +212,15 @@ func (o *Options) setDefaults() error {
 	if !slices.Contains(flow.OnDeadLetters, o.OnDeadLetter) {
 		return fmt.Errorf("engine: unknown OnDeadLetter policy %q: use one of %q", o.OnDeadLetter, flow.OnDeadLetters)
 	}
+	instance := o.InstanceID
+	if instance == "" {
+		instance = flow.DefaultInstanceID()
+	}
+	if o.InstanceID == "" && !o.DynamicMembership {
+		o.InstanceID = instance
+	}
 	if o.TransactionalID == "" {
-		host, _ := os.Hostname()
-		o.TransactionalID = flow.TransactionalID(flow.DefaultTransactionalIDPrefix, host, o.Group)
+		o.TransactionalID = flow.TransactionalID(flow.DefaultTransactionalIDPrefix, instance, o.Group)
 	}
 	return nil
 }
@@ -226,6 +246,23 @@ func (o *Options) check() error {
 		if b == "embedded" {
 			return fmt.Errorf(`engine: Brokers[%d] is "embedded", the broker kretry run starts in its own process: start one yourself (kfake.NewCluster, as the package example does) and pass its addresses`, i)
 		}
+	}
+	return o.checkInstanceID()
+}
+
+// checkInstanceID reports an InstanceID that Kafka would refuse as a
+// group.instance.id, or one set beside DynamicMembership.
+func (o *Options) checkInstanceID() error {
+	id := o.InstanceID
+	if id != "" && o.DynamicMembership {
+		return fmt.Errorf("engine: InstanceID %q and DynamicMembership are both set: a dynamic member has no instance id; leave InstanceID empty or DynamicMembership false", id)
+	}
+	if i := strings.IndexFunc(id, func(r rune) bool { return r >= utf8.RuneSelf || !flow.InstanceIDChar(byte(r)) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf("engine: InstanceID %q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id; flow.SanitizeInstanceID maps a name to one)", id, string(r))
+	}
+	if len(id) > flow.MaxInstanceIDLen {
+		return fmt.Errorf("engine: InstanceID is %d characters long: at most %d", len(id), flow.MaxInstanceIDLen)
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("statuses %v, transactional id %q", o.Statuses, o.TransactionalID)
 	}
 
+	if host := flow.DefaultInstanceID(); o.InstanceID != host || o.TransactionalID != "kretry-"+host+"-orders-kretry" {
+		t.Errorf("instance id %q, transactional id %q; want %q and kretry-%s-orders-kretry, as kretry run's defaults", o.InstanceID, o.TransactionalID, host, host)
+	}
+
 	none := Options{Plan: retrytopics.Plan{Source: "orders"}, Ordering: flow.OrderingNone}
 	if err := none.setDefaults(); err != nil || none.ParkingTopic != "" {
 		t.Errorf("ordering none: parking %q, err %v; want no parking topic", none.ParkingTopic, err)
@@ -73,5 +77,45 @@ func TestNewNamesTheMissingOptions(t *testing.T) {
 	_, err := New(context.Background(), Options{})
 	if want := "engine: Brokers, Plan.Source, Group, Deliverer not set"; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("zero Options: %v, want %q", err, want)
+	}
+}
+
+// TestInstanceIDNamesTheTransactionalID: a program that names its instance
+// gets the transactional id kretry run derives from kafka.instance_id, so
+// two instances on one host that set only InstanceID do not fence each
+// other's producer; with DynamicMembership there is no instance id and the
+// transactional id keeps the host's name.
+func TestInstanceIDNamesTheTransactionalID(t *testing.T) {
+	o := Options{Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry", InstanceID: "pod-3"}
+	if err := o.setDefaults(); err != nil || o.TransactionalID != "kretry-pod-3-orders-kretry" {
+		t.Errorf("InstanceID pod-3: transactional id %q, err %v; want kretry-pod-3-orders-kretry", o.TransactionalID, err)
+	}
+	d := Options{Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry", DynamicMembership: true}
+	if err := d.setDefaults(); err != nil || d.InstanceID != "" || d.TransactionalID != "kretry-"+flow.DefaultInstanceID()+"-orders-kretry" {
+		t.Errorf("DynamicMembership: instance id %q, transactional id %q, err %v; want none and the host's", d.InstanceID, d.TransactionalID, err)
+	}
+}
+
+// TestNewRefusesABadInstanceID: New names an InstanceID that Kafka would
+// refuse as a group.instance.id (instead of a join error from the broker),
+// and one set beside DynamicMembership.
+func TestNewRefusesABadInstanceID(t *testing.T) {
+	base := Options{Brokers: []string{"127.0.0.1:1"}, Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry",
+		Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })}
+	for _, tc := range []struct {
+		set  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.InstanceID = "pod 3" }, `engine: InstanceID "pod 3" holds " ": use letters, digits`},
+		{func(o *Options) { o.InstanceID = "pöd" }, `engine: InstanceID "pöd" holds "ö"`},
+		{func(o *Options) { o.InstanceID = strings.Repeat("a", flow.MaxInstanceIDLen+1) }, "engine: InstanceID is 201 characters long: at most 200"},
+		{func(o *Options) { o.InstanceID, o.DynamicMembership = "pod-3", true }, `engine: InstanceID "pod-3" and DynamicMembership are both set`},
+	} {
+		o := base
+		tc.set(&o)
+		_, err := New(context.Background(), o)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("InstanceID %.20q, DynamicMembership %v: %v, want an error starting %q", o.InstanceID, o.DynamicMembership, err, tc.want)
+		}
 	}
 }

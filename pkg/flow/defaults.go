@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"os"
 	"strconv"
 	"time"
 )
@@ -54,6 +55,44 @@ func DefaultTransient() []int { return []int{408, 425, 429, 500, 502, 503, 504} 
 // instances, so they do not fence each other.
 func TransactionalID(prefix, instance, group string) string {
 	return prefix + "-" + instance + "-" + group
+}
+
+// DefaultInstanceID is kafka.instance_id when absent, and
+// engine.Options.InstanceID when empty: the host's name, made a valid
+// instance id by SanitizeInstanceID.
+func DefaultInstanceID() string {
+	host, _ := os.Hostname()
+	return SanitizeInstanceID(host)
+}
+
+// SanitizeInstanceID maps s to a valid instance id: characters outside
+// [a-zA-Z0-9._-] become '-', the result is cut to MaxInstanceIDLen, and an
+// empty result is "localhost".
+func SanitizeInstanceID(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !InstanceIDChar(c) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > MaxInstanceIDLen {
+		b = b[:MaxInstanceIDLen]
+	}
+	if len(b) == 0 {
+		return "localhost"
+	}
+	return string(b)
+}
+
+// MaxInstanceIDLen bounds an instance id: Kafka allows 249 characters in a
+// group.instance.id and a transactional id; kretry's transactional ids add
+// the prefix and the group to it.
+const MaxInstanceIDLen = 200
+
+// InstanceIDChar reports whether c may appear in an instance id: Kafka's
+// rule for group.instance.id, letters, digits, '.', '_' and '-'.
+func InstanceIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // RecordID is the ce-id of a record: <topic>/<partition>/<offset> of the
