@@ -104,7 +104,7 @@ func opAttrs(topic string, req Request) []any {
 
 func moveCode(err error) int {
 	switch {
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrMarksUnreadable):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrMarksUnreadable), errors.Is(err, ErrMarksNotCompacted):
 		return http.StatusConflict
 	case errors.Is(err, ErrNotDLQ), errors.Is(err, errBadRequest), errors.Is(err, ErrNoRecord):
 		return http.StatusBadRequest

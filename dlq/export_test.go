@@ -80,3 +80,14 @@ func (m *ManualReaderProvider) Gauges(t interface{ Fatal(...any) }) map[string]f
 
 // ErrBadRequest marks Move's argument errors (the admin API's 400).
 var ErrBadRequest = errBadRequest
+
+// HeldLeases returns the holders of the DLQ's lease that an operation
+// starting now would watch.
+func (c *Client) HeldLeases(ctx context.Context) ([]Lease, error) {
+	rd, held, err := c.heldLeases(ctx, MarksTopic(c.t.DLQ))
+	if err != nil {
+		return nil, err
+	}
+	rd.Close()
+	return held, nil
+}

@@ -11,11 +11,16 @@ import (
 	"github.com/kretry/kretry/retrytopics"
 )
 
+// staleAfter is the lease TTL of the newer operation in the tests below:
+// it watches the older one (TTL 40s, renewed every 10s) for 2s, sees no
+// renewal and takes over.
+const staleAfter = 2 * time.Second
+
 // TestTakeoverFencesTheOlderOperation: an operation that judges the lease
-// stale (here: its clock runs an hour ahead, as after a holder paused
-// longer than the TTL) takes over; its InitProducerID fences the older
-// one, whose next commit fails with ErrFenced, and between them every
-// record is moved exactly once.
+// stale (here: it watches for a TTL of 2s an older one that renews every
+// 10s, as if that one were paused longer than the TTL) takes over; its
+// InitProducerID fences the older one, whose next commit fails with
+// ErrFenced, and between them every record is moved exactly once.
 func TestTakeoverFencesTheOlderOperation(t *testing.T) {
 	e := newEnv(t, 2, time.Hour)
 	// A long TTL: the older one renews its lease every 10s, so not during
@@ -41,9 +46,7 @@ func TestTakeoverFencesTheOlderOperation(t *testing.T) {
 		older <- err
 	}()
 	<-progressed
-	ahead := dlq.NewFakeClock()
-	_ = ahead.Sleep(context.Background(), time.Hour)
-	res, err := e.client(dlq.WithClock(ahead), dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
+	res, err := e.client(dlq.WithLeaseTTL(staleAfter)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1})
 	if err != nil {
 		t.Fatalf("the newer operation: %v", err)
 	}
@@ -89,13 +92,11 @@ func TestFencedOlderReleaseLeavesTheNewerHolding(t *testing.T) {
 		older <- err
 	}()
 	<-progressed
-	ahead := dlq.NewFakeClock()
-	_ = ahead.Sleep(context.Background(), time.Hour)
 	holding, unblock := make(chan struct{}), make(chan struct{})
 	newer := make(chan error, 1)
 	var once sync.Once
 	go func() {
-		_, err := e.client(dlq.WithClock(ahead), dlq.WithLeaseTTL(ttl)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1,
+		_, err := e.client(dlq.WithLeaseTTL(staleAfter)).Move(context.Background(), dlq.Request{Action: dlq.ActionRedrive, Rate: -1,
 			Progress: func(dlq.Progress) { once.Do(func() { close(holding); <-unblock }) }})
 		newer <- err
 	}()

@@ -71,8 +71,9 @@ func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 		return nil, err
 	}
 	defer rd.Close()
+	var dead []Lease
 	if len(holders) > 0 {
-		if err := c.watchHolders(ctx, rd, holders); err != nil {
+		if dead, err = c.watchHolders(ctx, rd, holders); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +106,9 @@ func (c *Client) acquire(ctx context.Context, self Lease) (*heldLease, error) {
 	if err != nil {
 		h.release(context.WithoutCancel(ctx), topic)
 		return nil, err
+	}
+	for _, l := range dead {
+		h.releaseDead(ctx, c, topic, l)
 	}
 	h.renew(c, topic)
 	return h, nil
@@ -139,6 +143,14 @@ func (c *Client) heldLeases(ctx context.Context, topic string) (*kgo.Client, []L
 	if o, ok := ends.Lookup(topic, 0); ok {
 		end = o.Offset
 	}
+	// Nothing to read when every record is gone (deleted records, or a
+	// marks topic that is not compacted: ensureMarks refuses one now):
+	// the read would wait for a record below end that is no longer there.
+	if starts, err := c.adm.ListStartOffsets(ctx, topic); err == nil {
+		if o, ok := starts.Lookup(topic, 0); ok && o.Err == nil && o.Offset >= end {
+			end = 0
+		}
+	}
 	rd, err := kgo.NewClient(append(slices.Clone(c.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
@@ -160,16 +172,16 @@ func (c *Client) heldLeases(ctx context.Context, topic string) (*kgo.Client, []L
 }
 
 // watchHolders waits up to the lease TTL for a sign of life of any holder
-// (a renewal, or a new claim: busy) or the release of all of them. A
-// holder not renewed by then, or whose last write is older than twice the
-// TTL, belonged to a process that died.
-func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lease) error {
+// (a renewal, or a new claim: busy) or the release of all of them, and
+// returns those not renewed by then: they belonged to a process that died.
+// Every holder is watched, whatever the time its last write carries: that
+// time is its host's clock, and a newcomer whose clock ran more than two
+// TTLs ahead took over a live operation when a holder that looked that old
+// was not watched (found by a breaker helper). A dead holder costs one
+// wait: its taker releases it (releaseDead).
+func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lease) ([]Lease, error) {
 	live := map[string]Lease{}
 	for _, l := range holders {
-		if c.clk.Now().Sub(l.At) > 2*c.ttl {
-			c.log.Warn("taking over the lease of an operation that stopped without releasing it", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "last_renewed", l.At)
-			continue
-		}
 		live[l.Holder] = l
 	}
 	deadline := time.Now().Add(c.ttl)
@@ -178,7 +190,7 @@ func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lea
 		fs := rd.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		var busy error
 		fs.EachRecord(func(r *kgo.Record) {
@@ -193,13 +205,26 @@ func (c *Client) watchHolders(ctx context.Context, rd *kgo.Client, holders []Lea
 			}
 		})
 		if busy != nil {
-			return busy
+			return nil, busy
 		}
 	}
+	var dead []Lease
 	for _, l := range live {
-		c.log.Warn("taking over the lease of an operation not renewed for the lease TTL (killed?)", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "ttl", c.ttl)
+		c.log.Warn("taking over the lease of an operation not renewed for the lease TTL (killed?)", "dlq", c.t.DLQ, "holder", l.Holder, "by", l.By, "host", l.Host, "pid", l.PID, "last_renewed", l.At, "ttl", c.ttl)
+		dead = append(dead, l)
 	}
-	return nil
+	return dead, nil
+}
+
+// releaseDead writes the release of l, a holder that died (watchHolders),
+// after our own claim, so that the operations after ours do not watch it
+// again. Not written (the brokers went away), the next one watches it for
+// one TTL more, as we did.
+func (h *heldLease) releaseDead(ctx context.Context, c *Client, topic string, l Lease) {
+	l.State, l.At = leaseReleased, c.clk.Now()
+	if _, err := h.write(ctx, topic, l); err != nil {
+		c.log.Warn("releasing the lease of an operation that died; the next operation watches it again", "dlq", c.t.DLQ, "holder", l.Holder, "err", err)
+	}
 }
 
 // write produces one lease record.

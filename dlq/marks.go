@@ -97,7 +97,7 @@ func ensureMarks(ctx context.Context, cl *kgo.Client, dlq string) error {
 		if len(td.Partitions) != 1 {
 			return fmt.Errorf("marks topic %s has %d partitions, want 1 (it is kretry's: delete it only if the DLQ is empty, or every record becomes waiting again)", topic, len(td.Partitions))
 		}
-		return nil
+		return marksCompacted(ctx, adm, topic)
 	}
 	compact := "compact"
 	_, err = adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
@@ -105,6 +105,31 @@ func ensureMarks(ctx context.Context, cl *kgo.Client, dlq string) error {
 		return fmt.Errorf("creating marks topic %s: %w", topic, err)
 	}
 	return waitTopic(ctx, cl, topic)
+}
+
+// marksCompacted refuses a marks topic whose cleanup.policy is not
+// exactly compact (an operator may create it, docs/DLQ.md): with delete
+// in it, retention removes marks while their DLQ records stay, and those
+// records are listed as waiting and moved a second time (found by a
+// breaker helper: every record redriven twice after the marks' retention).
+// A policy that cannot be read (no DescribeConfigs permission) is let be.
+func marksCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return nil
+	}
+	for _, cf := range rc.Configs {
+		if cf.Key == "cleanup.policy" && cf.Value != nil && *cf.Value != "compact" {
+			return fmt.Errorf("%w: marks topic %s has cleanup.policy=%s, want compact: retention would remove marks while their DLQ records stay, and those records would be listed as waiting and moved again; "+
+				"set it (kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact) and run the command again; nothing moved",
+				ErrMarksNotCompacted, topic, *cf.Value, topic)
+		}
+	}
+	return nil
 }
 
 // waitTopic waits until topic's partitions answer ListOffsets (a topic just

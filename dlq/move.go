@@ -94,6 +94,10 @@ var ErrFenced = errors.New("fenced: a newer redrive or discard of this DLQ took 
 // cannot be read (read_committed stops at it), so nothing is moved.
 var ErrMarksUnreadable = errors.New("the marks cannot be read to their end")
 
+// ErrMarksNotCompacted is wrapped by Move's error when the marks topic
+// exists with a cleanup.policy other than compact. Nothing is moved.
+var ErrMarksNotCompacted = errors.New("the marks topic is not compacted")
+
 // ErrNoTier is wrapped by Move's error when a redrive's first retry tier
 // (Topic.Tier) does not exist: the config given is not the one kretry run
 // uses. Nothing is moved.

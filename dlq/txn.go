@@ -77,7 +77,7 @@ func (p *producer) commit(ctx context.Context, recs []*kgo.Record) error {
 		// Not ended: the transaction stays open until the rerun's
 		// InitProducerID (or the transaction timeout) aborts it; the
 		// caller closes tx, which fails the records still buffered.
-		return fmt.Errorf("a transaction of %d records was not acknowledged (%w); run the same command again to continue once the brokers answer (nothing of this transaction is committed)", len(recs), err)
+		return fmt.Errorf("%s was not acknowledged (%w); run the same command again to continue once the brokers answer (nothing of this transaction is committed)", p.txnOf(recs), err)
 	}
 	how := kgo.TryCommit
 	if perr != nil {
@@ -93,9 +93,25 @@ func (p *producer) commit(ctx context.Context, recs []*kgo.Record) error {
 		}
 		// The commit's outcome may be unknown (a timeout): a rerun reads the
 		// marks after fencing, so whatever did commit is not moved twice.
-		return fmt.Errorf("a transaction of %d records failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", len(recs), err)
+		return fmt.Errorf("%s failed; run the same command again to continue (what it moved, if anything, is marked and is not moved twice): %w", p.txnOf(recs), err)
 	}
 	return nil
+}
+
+// txnOf names a transaction of recs for an error: its moves (one mark
+// each) and, for a redrive, its records (a copy beside each mark), so
+// that "6 records" is not read as six records moved.
+func (p *producer) txnOf(recs []*kgo.Record) string {
+	marks, topic := 0, MarksTopic(p.c.t.DLQ)
+	for _, r := range recs {
+		if r.Topic == topic {
+			marks++
+		}
+	}
+	if marks == len(recs) {
+		return fmt.Sprintf("a transaction of %d moves", marks)
+	}
+	return fmt.Sprintf("a transaction of %d moves (%d records: the copies and their marks)", marks, len(recs))
 }
 
 // produce writes recs and waits until each is acknowledged or failed

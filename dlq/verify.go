@@ -44,7 +44,7 @@ func (p *producer) commitChecked(ctx context.Context, recs []*kgo.Record) error 
 	for try := 1; try <= commitTries; try++ {
 		if try > 1 {
 			if err := p.renew(ctx); err != nil {
-				return fmt.Errorf("a transaction of %d records: %w; starting the producer again: %w; nothing of it moved: run the same command again", len(recs), errNotCommitted, err)
+				return fmt.Errorf("%s: %w; starting the producer again: %w; nothing of it moved: run the same command again", p.txnOf(recs), errNotCommitted, err)
 			}
 		}
 		if err = p.commit(ctx, recs); err != nil {
@@ -55,7 +55,7 @@ func (p *producer) commitChecked(ctx context.Context, recs []*kgo.Record) error 
 		}
 		p.c.log.Warn("dlq: a transaction asked to commit ended aborted; writing its records again", "dlq", p.c.t.DLQ, "records", len(recs), "try", try)
 	}
-	return fmt.Errorf("a transaction of %d records: %w, %d times; nothing of it moved: run the same command again", len(recs), err, commitTries)
+	return fmt.Errorf("%s: %w, %d times; nothing of it moved: run the same command again", p.txnOf(recs), err, commitTries)
 }
 
 // committed reads back the marks among recs, just written in a
@@ -91,8 +91,8 @@ func (p *producer) committed(ctx context.Context, recs []*kgo.Record) error {
 	case seen == 0:
 		return errNotCommitted
 	case seen < len(ours):
-		return fmt.Errorf("checking that the transaction of %d records committed: %d of its %d marks are readable; "+
-			"run the same command again to continue (what it moved, if anything, is marked and is not moved twice)", len(recs), seen, len(ours))
+		return fmt.Errorf("checking that %s committed: %d of its %d marks are readable; "+
+			"run the same command again to continue (what it moved, if anything, is marked and is not moved twice)", p.txnOf(recs), seen, len(ours))
 	}
 	return nil
 }

@@ -176,9 +176,15 @@ func TestMoveRefusesMarksBehindAnOpenTransaction(t *testing.T) {
 // partition, compacted) and returns its name.
 func createMarks(t *testing.T, e *env) string {
 	t.Helper()
+	return createMarksWith(t, e, "compact")
+}
+
+// createMarksWith creates the marks topic of e's DLQ with one partition
+// and cleanup.policy policy, as an operator might, and returns its name.
+func createMarksWith(t *testing.T, e *env, policy string) string {
+	t.Helper()
 	marks := dlq.MarksTopic(e.plan.DLQ)
-	compact := "compact"
-	if _, err := e.adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": &compact}, marks); err != nil {
+	if _, err := e.adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": &policy}, marks); err != nil {
 		t.Fatal(err)
 	}
 	if err := kafkatest.WaitTopics(context.Background(), e.adm, marks); err != nil {

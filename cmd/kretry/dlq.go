@@ -263,10 +263,13 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 	}
 	res, err := c.Move(ctx, req)
 	bar.done()
+	if res != nil {
+		// Also when it failed midway: what moved before the error.
+		printResult(stdout, res, *f.json, req.Limit, err)
+	}
 	if err != nil {
 		return err
 	}
-	printResult(stdout, res, *f.json)
 	if len(res.Refused) > 0 {
 		return errRefused
 	}

@@ -150,7 +150,10 @@ func printStats(w io.Writer, topic string, s *dlq.Stats, asJSON bool) error {
 	return tw.Flush()
 }
 
-func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
+// printResult prints what a redrive or discard did: r, as Move returned it
+// with failed its error (nil when it finished); limit is the request's
+// --limit (0: none), for what to run to continue.
+func printResult(w io.Writer, r *dlq.Result, asJSON bool, limit int, failed error) {
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(r)
 		return
@@ -166,8 +169,18 @@ func printResult(w io.Writer, r *dlq.Result, asJSON bool) {
 		}
 	} else {
 		fmt.Fprintf(w, "selected %d, %s %d, refused %d in %s (op %s)\n", r.Selected, verb, r.Moved, len(r.Refused), r.Elapsed.Round(time.Millisecond), r.Op)
-		if r.Stopped {
-			fmt.Fprintf(w, "stopped before the end: %d left; run the same command again to continue (nothing moves twice; it selects anew, so records dead-lettered again meanwhile are selected too)\n", len(r.Entries)-r.Moved)
+		left := len(r.Entries) - r.Moved
+		again := "run the same command again to continue"
+		if limit > 0 {
+			// The same command selects limit records anew: with --limit 20
+			// stopped at 13, it would move 20 more, 33 in all.
+			again = fmt.Sprintf("run it again with --limit %d to continue (with --limit %d it selects %d more)", left, limit, limit)
+		}
+		switch {
+		case failed != nil && left > 0:
+			fmt.Fprintf(w, "not finished: %d left; once the error below is resolved, %s (nothing moves twice)\n", left, again)
+		case r.Stopped:
+			fmt.Fprintf(w, "stopped before the end: %d left; %s (nothing moves twice; it selects anew, so records dead-lettered again meanwhile are selected too)\n", left, again)
 		}
 	}
 	for _, f := range r.Refused {

@@ -331,3 +331,30 @@ func TestDLQFilterFlagsSayWhatToWrite(t *testing.T) {
 		t.Errorf("--state and --record with commas: exit %d, %v\n%s%s", code, err, out, errs)
 	}
 }
+
+// TestDLQResultSaysHowToContinue: a redrive with --limit 20 stopped after
+// 13 said "run the same command again", which selects 20 anew and moved 33
+// in all (found by a breaker helper); it now names --limit 7. A redrive
+// that failed midway printed only its error, not what it had moved.
+func TestDLQResultSaysHowToContinue(t *testing.T) {
+	entries := make([]*dlq.Entry, 20)
+	for _, tc := range []struct {
+		name    string
+		stopped bool
+		limit   int
+		failed  error
+		want    []string
+	}{
+		{"stopped, no limit", true, 0, nil, []string{"selected 20, redriven 13", "stopped before the end: 7 left; run the same command again to continue"}},
+		{"stopped, limit", true, 20, nil, []string{"stopped before the end: 7 left; run it again with --limit 7 to continue (with --limit 20 it selects 20 more)"}},
+		{"failed, limit", false, 20, fmt.Errorf("a transaction failed"), []string{"selected 20, redriven 13", "not finished: 7 left; once the error below is resolved, run it again with --limit 7"}},
+	} {
+		var out bytes.Buffer
+		printResult(&out, &dlq.Result{Action: dlq.ActionRedrive, Selected: 20, Moved: 13, Stopped: tc.stopped, Entries: entries}, false, tc.limit, tc.failed)
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: printed %q, want it to say %q", tc.name, out.String(), w)
+			}
+		}
+	}
+}
