@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kretry/kretry/pkg/flow"
 	"github.com/kretry/kretry/retrytopics"
@@ -243,14 +242,8 @@ func (v *validator) brokers(brokers []string) {
 // instanceID checks a set kafka.instance_id against Kafka's rule for
 // group.instance.id: its characters and its length.
 func (v *validator) instanceID(id string) {
-	for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
-		if r >= utf8.RuneSelf || !flow.InstanceIDChar(byte(r)) {
-			v.add("kafka.instance_id", "%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
-			break
-		}
-	}
-	if len(id) > flow.MaxInstanceIDLen {
-		v.add("kafka.instance_id", "is %d characters long: at most %d", len(id), flow.MaxInstanceIDLen)
+	if err := flow.CheckInstanceID(id); err != nil {
+		v.add("kafka.instance_id", "%v", err)
 	}
 }
 

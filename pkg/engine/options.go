@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -257,12 +256,8 @@ func (o *Options) checkInstanceID() error {
 	if id != "" && o.DynamicMembership {
 		return fmt.Errorf("engine: InstanceID %q and DynamicMembership are both set: a dynamic member has no instance id; leave InstanceID empty or DynamicMembership false", id)
 	}
-	if i := strings.IndexFunc(id, func(r rune) bool { return r >= utf8.RuneSelf || !flow.InstanceIDChar(byte(r)) }); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(id[i:])
-		return fmt.Errorf("engine: InstanceID %q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id; flow.SanitizeInstanceID maps a name to one)", id, string(r))
-	}
-	if len(id) > flow.MaxInstanceIDLen {
-		return fmt.Errorf("engine: InstanceID is %d characters long: at most %d", len(id), flow.MaxInstanceIDLen)
+	if err := flow.CheckInstanceID(id); err != nil {
+		return fmt.Errorf("engine: InstanceID %w", err)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package flow
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults shared by the YAML config and engine.Options: a zero field of
@@ -88,6 +90,21 @@ func SanitizeInstanceID(s string) string {
 // group.instance.id and a transactional id; kretry's transactional ids add
 // the prefix and the group to it.
 const MaxInstanceIDLen = 200
+
+// CheckInstanceID reports why Kafka would refuse id as a
+// group.instance.id (its characters, its length), or nil. The error reads
+// after the name of what holds id: `"pod 3" holds " ": use letters, …`.
+func CheckInstanceID(id string) error {
+	for _, r := range id { // a rune, so that the error names "ü", not "\xc3"
+		if r >= utf8.RuneSelf || !InstanceIDChar(byte(r)) {
+			return fmt.Errorf("%q holds %q: use letters, digits, '.', '_' and '-' only (Kafka's rule for group.instance.id)", id, string(r))
+		}
+	}
+	if len(id) > MaxInstanceIDLen {
+		return fmt.Errorf("is %d characters long: at most %d", len(id), MaxInstanceIDLen)
+	}
+	return nil
+}
 
 // InstanceIDChar reports whether c may appear in an instance id: Kafka's
 // rule for group.instance.id, letters, digits, '.', '_' and '-'.
