@@ -219,7 +219,7 @@ func (c *Client) fencedSnapshot(ctx context.Context) (*producer, *Snapshot, erro
 	}
 	// The marks topic exists (ensureMarks): not finding it is an error,
 	// never "no marks", which would move records twice.
-	marks, err := c.readMarks(ctx)
+	marks, _, err := c.readMarks(ctx) // stable above: no transaction of another open
 	if err != nil {
 		tx.Close()
 		return nil, nil, fmt.Errorf("reading the marks: %w", err)

@@ -126,24 +126,34 @@ type Snapshot struct {
 	Ends map[int32]int64
 	// Starts is each partition's log start offset when it was read.
 	Starts map[int32]int64
+	// MarksOpenFrom is the marks topic's last stable offset when a
+	// transaction was open on it as it was read (-1: none): a redrive or
+	// discard running then, or another producer's transaction left open.
+	// The marks past it were not read, so the records they mark are
+	// listed as waiting until it ends.
+	MarksOpenFrom int64
 }
 
 // Read reads the DLQ and its marks, up to their last stable offsets, in
 // partition and offset order. It returns ErrNotDLQ when the DLQ topic does
 // not exist, or holds records of which none has kretry's headers.
 func (c *Client) Read(ctx context.Context) (*Snapshot, error) {
-	marks, err := c.readMarks(ctx)
+	marks, open, err := c.readMarks(ctx)
 	if errors.Is(err, errNoTopic) {
 		marks, err = nil, nil // nothing was ever redriven or discarded
 	}
 	if err != nil {
 		return nil, err
 	}
-	return c.readDLQ(ctx, marks)
+	snap, err := c.readDLQ(ctx, marks)
+	if snap != nil {
+		snap.MarksOpenFrom = open
+	}
+	return snap, err
 }
 
 func (c *Client) readDLQ(ctx context.Context, marks map[string]Mark) (*Snapshot, error) {
-	snap := &Snapshot{}
+	snap := &Snapshot{MarksOpenFrom: -1}
 	readable := 0
 	ends, starts, err := c.readTopic(ctx, c.t.DLQ, true, func(r *kgo.Record) {
 		e := c.entry(r)
@@ -195,11 +205,14 @@ func (c *Client) entry(r *kgo.Record) *Entry {
 	return e
 }
 
-// readMarks reads the marks topic (read_committed), latest mark per key.
-// A missing marks topic is errNoTopic.
-func (c *Client) readMarks(ctx context.Context) (map[string]Mark, error) {
-	marks := map[string]Mark{}
-	_, _, err := c.readTopic(ctx, MarksTopic(c.t.DLQ), true, func(r *kgo.Record) {
+// readMarks reads the marks topic (read_committed), latest mark per key,
+// and returns its last stable offset if a transaction held it below the
+// high watermark (-1 otherwise; see Snapshot.MarksOpenFrom). A missing
+// marks topic is errNoTopic.
+func (c *Client) readMarks(ctx context.Context) (map[string]Mark, int64, error) {
+	marks, open := map[string]Mark{}, int64(-1)
+	topic := MarksTopic(c.t.DLQ)
+	lsos, _, err := c.readTopic(ctx, topic, true, func(r *kgo.Record) {
 		if _, _, ok := parseMarkKey(string(r.Key)); !ok {
 			return // the lease, or not ours
 		}
@@ -208,7 +221,15 @@ func (c *Client) readMarks(ctx context.Context) (map[string]Mark, error) {
 			marks[string(r.Key)] = m
 		}
 	})
-	return marks, err
+	if err != nil {
+		return marks, open, err
+	}
+	if hwms, herr := c.adm.ListEndOffsets(ctx, topic); herr == nil {
+		if h, ok := hwms.Lookup(topic, 0); ok && h.Err == nil && lsos[0] < h.Offset {
+			open = lsos[0]
+		}
+	}
+	return marks, open, nil
 }
 
 var errNoTopic = errors.New("topic does not exist")

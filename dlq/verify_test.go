@@ -154,6 +154,11 @@ func TestMoveRefusesMarksBehindAnOpenTransaction(t *testing.T) {
 	if !errors.Is(err, dlq.ErrMarksUnreadable) || !strings.Contains(err.Error(), "--start-offset") || res != nil {
 		t.Fatalf("redrive behind an open transaction: %+v, %v; want ErrMarksUnreadable naming how to abort it", res, err)
 	}
+	if snap, err := c.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	} else if snap.MarksOpenFrom != 0 {
+		t.Errorf("a list behind the open transaction: marks open from %d; want 0 (its first offset), for kretry dlq list's note", snap.MarksOpenFrom)
+	}
 	if err := other.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +174,11 @@ func TestMoveRefusesMarksBehindAnOpenTransaction(t *testing.T) {
 	}
 	if copies != 3 {
 		t.Fatalf("%d redriven copies on the tier, want 3 (one per record)", copies)
+	}
+	if snap, err := c.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	} else if snap.MarksOpenFrom != -1 {
+		t.Errorf("a list once it ended: marks open from %d; want -1 (none open)", snap.MarksOpenFrom)
 	}
 }
 

@@ -228,6 +228,10 @@ func (f *dlqFlags) runSub(ctx context.Context, c *dlq.Client, stdout, stderr io.
 		if err != nil {
 			return err
 		}
+		if snap.MarksOpenFrom >= 0 {
+			fmt.Fprintf(stderr, "note: %s has a transaction open since offset %d (a redrive or discard running now, or another producer's left open): records moved in it are listed as waiting until it ends\n",
+				dlq.MarksTopic(f.dlqTopic), snap.MarksOpenFrom)
+		}
 		if err := snap.CheckRecords(f.dlqTopic, f.filter.Records); err != nil {
 			return err
 		}
