@@ -100,7 +100,13 @@ type Facts struct {
 //     b. STALL when a live member holds the partition.
 //     c. STOP otherwise.
 //  6. WARN when the committed offset moved, yet the lag never fell from
-//     one sample to the next and ended higher than it started.
+//     one sample to the next and ended higher than it started, unless
+//     the topic makes records wait by design and its oldest record is
+//     not overdue, as in 5a: a retry tier that takes in failures faster
+//     than they come due grows its lag while it commits each due one
+//     (and its first commit, -1 to the offset of its first record, is a
+//     move too; a newcomer saw such a tier WARN for 4 minutes, longer
+//     than the alert's 2).
 //  7. OK.
 //
 // The lag in each sample is measured against the end offset of its own
@@ -132,10 +138,11 @@ func Evaluate(samples []Sample, f Facts) Status {
 		still = still && s.Committed == first.Committed
 		lagged = lagged && s.Lag > 0
 	}
+	span := last.Time.Sub(first.Time)
+	waiting := f.Wait > 0 && (!f.AgeKnown || f.Age <= f.Wait+span) // by design, not overdue
 	if still && lagged {
-		span := last.Time.Sub(first.Time)
 		switch {
-		case f.Wait > 0 && (!f.AgeKnown || f.Age <= f.Wait+span):
+		case waiting:
 			return StatusOK
 		case f.Assigned:
 			return StatusStall
@@ -143,7 +150,7 @@ func Evaluate(samples []Sample, f Facts) Status {
 			return StatusStop
 		}
 	}
-	if !still && last.Lag > first.Lag {
+	if !still && !waiting && last.Lag > first.Lag {
 		rising := true
 		for i := 1; i < len(w); i++ {
 			rising = rising && w[i].Lag >= w[i-1].Lag

@@ -69,6 +69,13 @@ func TestEvaluate(t *testing.T) {
 		{"tier waiting, within grace", window(3, 2, 3, 2, 3, 2, 3, 2), tier(time.Minute + 30*time.Second), lag.StatusOK},
 		{"tier overdue", window(3, 2, 3, 2, 3, 2, 3, 2), tier(time.Minute + 31*time.Second), lag.StatusStall},
 		{"tier age unknown", window(3, 2, 3, 2, 3, 2, 3, 2), lag.Facts{Window: w, Wait: time.Minute}, lag.StatusOK},
+		// A tier taking its first records: the commit moves from none to
+		// the first record, which waits out its delay, and the lag grows
+		// as more come in. Waiting by design, not falling behind; once its
+		// oldest record is overdue, it is.
+		{"tier filling", window(-1, 0, 0, 2, 0, 3, 0, 5), tier(50 * time.Second), lag.StatusOK},
+		{"tier taking in faster than due", window(3, 4, 5, 6, 7, 6, 9, 8), tier(50 * time.Second), lag.StatusOK},
+		{"tier falling behind, overdue", window(3, 4, 5, 6, 7, 6, 9, 8), tier(2 * time.Minute), lag.StatusWarn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := lag.Evaluate(tc.samples, tc.facts); got != tc.want {
