@@ -22,6 +22,7 @@ import (
 // package dlq; this file parses flags and prints.
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
+		fmt.Fprint(stderr, missingSubcommand("dlq", slices.Sorted(maps.Keys(dlqSubcommands))))
 		dlqCmd.help(stderr, nil)
 		return exitUsage
 	}

@@ -154,6 +154,19 @@ func printStats(w io.Writer, topic string, s *dlq.Stats, asJSON bool) error {
 // with failed its error (nil when it finished); limit is the request's
 // --limit (0: none), for what to run to continue.
 func printResult(w io.Writer, r *dlq.Result, asJSON bool, limit int, failed error) {
+	if asJSON && r.DryRun {
+		// The records too, as the text and the admin API's dry run give
+		// them: what would move is the point of a dry run.
+		records := make([]dlq.EntryJSON, 0, len(r.Entries))
+		for _, e := range r.Entries {
+			records = append(records, e.JSON(false))
+		}
+		_ = json.NewEncoder(w).Encode(struct {
+			*dlq.Result
+			Records []dlq.EntryJSON `json:"records"`
+		}{r, records})
+		return
+	}
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(r)
 		return

@@ -358,3 +358,25 @@ func TestDLQResultSaysHowToContinue(t *testing.T) {
 		}
 	}
 }
+
+// TestDLQDryRunJSONListsTheRecords: --dry-run --json printed the counts
+// only, while the text form and the admin API list what would move (found
+// by a newcomer).
+func TestDLQDryRunJSONListsTheRecords(t *testing.T) {
+	var out bytes.Buffer
+	e := &dlq.Entry{Partition: 0, Offset: 2, ID: "orders/0/2", Key: []byte("customer-2")}
+	printResult(&out, &dlq.Result{Action: dlq.ActionRedrive, DryRun: true, Selected: 1, Entries: []*dlq.Entry{e}}, true, 0, nil)
+	var got struct {
+		DryRun   bool `json:"dry_run"`
+		Selected int  `json:"selected"`
+		Records  []struct {
+			Record string `json:"record"`
+		} `json:"records"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !got.DryRun || got.Selected != 1 || len(got.Records) != 1 {
+		t.Errorf("dry run JSON %s: want dry_run, selected 1 and its one record", out.String())
+	}
+}

@@ -265,6 +265,12 @@ var likelyMeant = map[string]string{
 
 // unknownSubcommand is the usage error of `kretry <parent> <sub>` for a
 // sub that is none of names, naming the nearest one.
+// missingSubcommand is the line before parent's help when it was run with
+// no subcommand: names are its subcommands.
+func missingSubcommand(parent string, names []string) string {
+	return fmt.Sprintf("kretry %s: a subcommand is required: %s or %s\n\n", parent, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
+
 func unknownSubcommand(parent, sub string, names []string) string {
 	hint := ""
 	if m := config.Closest(sub, names); m != "" {

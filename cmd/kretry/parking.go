@@ -31,6 +31,7 @@ import (
 func cmdParking(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
+		fmt.Fprint(stderr, missingSubcommand("parking", []string{"list", "release"}))
 		parkingCmd.help(stderr, nil)
 		return exitUsage
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":

@@ -102,7 +102,11 @@ func (c *core) observe(r *result) *delivery.Verdict {
 		c.stats.Failed.Add(1)
 		ev.Outcome, ev.Status, ev.ErrorType = flow.Outcome(vv.Class), vv.Status, delivery.ErrorType(r.err, vv)
 		if vv.Unlisted {
-			c.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", "status", vv.Status, "err", vv.Message)
+			attrs := []any{"err", vv.Message}
+			if vv.Status != 0 { // an HTTP answer; a handler's plain error has none
+				attrs = append([]any{"status", vv.Status}, attrs...)
+			}
+			c.warnOnce("unlisted:"+ev.ErrorType, "delivery failed with an unlisted status or error; treating it as transient", attrs...)
 		}
 	} else {
 		c.stats.Delivered.Add(1)

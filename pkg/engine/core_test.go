@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -398,4 +400,31 @@ func TestCorePollWaitsUntilTheNextTransaction(t *testing.T) {
 			t.Fatalf("with a retry due in a minute the poll waits %s, want %s (the tier resumes then)", got, want)
 		}
 	})
+}
+
+// TestCoreUnlistedErrorLogsNoStatusZero: a handler's plain error is
+// transient with one WARN, which named "status=0" although there was no
+// HTTP answer (found by a newcomer); an unlisted HTTP status is named.
+func TestCoreUnlistedErrorLogsNoStatusZero(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status bool
+	}{
+		{"a plain error", errors.New("plain error"), false},
+		{"an unlisted status", &delivery.StatusError{Status: 418}, true},
+	} {
+		g := newRig(t, flow.OrderingNone, nil)
+		var logged bytes.Buffer
+		g.c.log = slog.New(slog.NewTextHandler(&logged, nil))
+		g.source("k")
+		g.answer(g.dispatch()[0], tc.err)
+		line := logged.String()
+		if !strings.Contains(line, "unlisted status or error") {
+			t.Fatalf("%s: logged %q, want the unlisted WARN", tc.name, line)
+		}
+		if got := strings.Contains(line, "status="); got != tc.status || strings.Contains(line, "status=0") {
+			t.Errorf("%s: logged %q; want a status attribute %v, never status=0", tc.name, line, tc.status)
+		}
+	}
 }

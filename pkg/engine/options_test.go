@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kretry/kretry/pkg/delivery"
 	"github.com/kretry/kretry/pkg/flow"
@@ -117,5 +118,19 @@ func TestNewRefusesABadInstanceID(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("InstanceID %.20q, DynamicMembership %v: %v, want an error starting %q", o.InstanceID, o.DynamicMembership, err, tc.want)
 		}
+	}
+}
+
+// TestNewWithNoBrokerNamesBrokers: New with brokers that never answer
+// returned the client's dial error alone ("listing topics …: unable to
+// dial …"), naming neither the option nor what to check (found by a
+// newcomer).
+func TestNewWithNoBrokerNamesBrokers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err := New(ctx, Options{Brokers: []string{"127.0.0.1:1"}, Plan: retrytopics.Plan{Source: "orders"}, Group: "orders-kretry",
+		Deliverer: delivery.HandlerFunc(func(context.Context, *delivery.Message) error { return nil })})
+	if want := "engine: the brokers [127.0.0.1:1] did not answer"; err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "check Brokers") {
+		t.Errorf("New with no broker: %v, want an error starting %q that says to check Brokers", err, want)
 	}
 }

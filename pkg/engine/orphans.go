@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -46,7 +47,7 @@ func (e *Engine) ensureTopics(ctx context.Context, extra []string) (*retrytopics
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, fmt.Errorf("engine: the brokers %v did not answer (New waits 30s at most, or until its context ends): check Brokers (host:port of Kafka listeners this program can reach) and ClientOpts (TLS, SASL); the last error: %w", e.opts.Brokers, err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
