@@ -253,7 +253,8 @@ func notReleasable(l *parking.Lookup) string {
 	case parking.Held:
 		return ""
 	case parking.Blocked:
-		return fmt.Sprintf("its record %s is still in a retry tier (%d parked behind it); a release applies once that record is dead-lettered and the key held (on_dead_letter: hold): run this again then", l.Head(), l.Parked())
+		return fmt.Sprintf("its record %s is still in a retry tier (%d parked behind it); a release applies once that record is dead-lettered and the key held (on_dead_letter: hold): run this again then. "+
+			"If that tier is no longer in retry.tiers, nothing consumes it, so that record is never retried or dead-lettered (kretry run warns \"a tier topic no longer in retry.tiers still holds records\" at start, kretry lag notes it): put the tier back until it drains", l.Head(), l.Parked())
 	case parking.Releasing:
 		return fmt.Sprintf("not held: its %d parked records are being delivered already (released, or their head was delivered)", l.Parked())
 	case parking.DeadLettering:
