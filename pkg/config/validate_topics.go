@@ -36,47 +36,50 @@ func (v *validator) topics(ts []Topic) {
 		return true
 	}
 	for i := range ts {
-		t := &ts[i]
-		p := fmt.Sprintf("topics[%d]", i)
-
-		// A name derived from a bad or duplicate source name repeats its
-		// problem; only the source name is reported then.
-		nameOK := use(p+".name", t.Name)
-		derived := func(path, name, def string) {
-			if nameOK || name != def {
-				use(path, name)
-			}
-		}
-
-		v.group(p, t, nameOK, groups)
-
-		v.oneOf(p+".ordering", string(t.Ordering), flowNames(flow.Orderings)...)
-		v.oneOf(p+".on_dead_letter", string(t.OnDeadLetter), flowNames(flow.OnDeadLetters)...)
-		if t.Parking.MaxRecords < 1 {
-			v.add(p+".parking.max_records", "%q must be at least 1", fmtInt(t.Parking.MaxRecords))
-		}
-
-		v.retry(p, &t.Retry)
-		for k, name := range t.Retry.Topics {
-			def := ""
-			if k < len(t.Retry.Tiers) {
-				def = retrytopics.TierTopic(t.Name, t.Retry.Tiers[k])
-			}
-			derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
-		}
-		derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
-		if r := t.DLQ.Retention; r != 0 && r%time.Millisecond != 0 {
-			// retention.ms is whole milliseconds: 500us would create a
-			// DLQ that keeps nothing, -1ns one that is not kept forever.
-			v.add(p+".dlq.retention", "%q must be a whole number of milliseconds (retention.ms): 0 derives it from the source, a negative one such as -1ms keeps records forever", fmtDuration(r))
-		}
-		if t.Ordering.Parks() {
-			derived(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name))
-		}
-
-		v.statuses(p, &t.Classify)
-		v.overload(p, t)
+		v.topic(fmt.Sprintf("topics[%d]", i), &ts[i], use, groups)
 	}
+}
+
+// topic checks topic t (p is its key path); use registers a topic name
+// (see topics), groups the consumer groups seen so far.
+func (v *validator) topic(p string, t *Topic, use func(path, name string) bool, groups map[string]string) {
+	// A name derived from a bad or duplicate source name repeats its
+	// problem; only the source name is reported then.
+	nameOK := use(p+".name", t.Name)
+	derived := func(path, name, def string) {
+		if nameOK || name != def {
+			use(path, name)
+		}
+	}
+
+	v.group(p, t, nameOK, groups)
+
+	v.oneOf(p+".ordering", string(t.Ordering), flowNames(flow.Orderings)...)
+	v.oneOf(p+".on_dead_letter", string(t.OnDeadLetter), flowNames(flow.OnDeadLetters)...)
+	if t.Parking.MaxRecords < 1 {
+		v.add(p+".parking.max_records", "%q must be at least 1", fmtInt(t.Parking.MaxRecords))
+	}
+
+	v.retry(p, &t.Retry)
+	for k, name := range t.Retry.Topics {
+		def := ""
+		if k < len(t.Retry.Tiers) {
+			def = retrytopics.TierTopic(t.Name, t.Retry.Tiers[k])
+		}
+		derived(fmt.Sprintf("%s.retry.topics[%d]", p, k), name, def)
+	}
+	derived(p+".dlq.topic", t.DLQ.Topic, retrytopics.DLQTopic(t.Name))
+	if r := t.DLQ.Retention; r != 0 && r%time.Millisecond != 0 {
+		// retention.ms is whole milliseconds: 500us would create a
+		// DLQ that keeps nothing, -1ns one that is not kept forever.
+		v.add(p+".dlq.retention", "%q must be a whole number of milliseconds (retention.ms): 0 derives it from the source, a negative one such as -1ms keeps records forever", fmtDuration(r))
+	}
+	if t.Ordering.Parks() {
+		derived(p+".parking.topic", t.Parking.Topic, retrytopics.ParkingTopic(t.Name))
+	}
+
+	v.statuses(p, &t.Classify)
+	v.overload(p, t)
 }
 
 // group checks topic t's consumer group (p is its key path): required,

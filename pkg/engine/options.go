@@ -211,6 +211,13 @@ func (o *Options) setDefaults() error {
 	if !slices.Contains(flow.OnDeadLetters, o.OnDeadLetter) {
 		return fmt.Errorf("engine: unknown OnDeadLetter policy %q: use one of %q", o.OnDeadLetter, flow.OnDeadLetters)
 	}
+	o.setIdentity()
+	return nil
+}
+
+// setIdentity defaults InstanceID (unless DynamicMembership) and the
+// TransactionalID named after it, as config.EngineOptions names them.
+func (o *Options) setIdentity() {
 	instance := o.InstanceID
 	if instance == "" {
 		instance = flow.DefaultInstanceID()
@@ -221,7 +228,6 @@ func (o *Options) setDefaults() error {
 	if o.TransactionalID == "" {
 		o.TransactionalID = flow.TransactionalID(flow.DefaultTransactionalIDPrefix, instance, o.Group)
 	}
-	return nil
 }
 
 // check reports a required field left empty, and the config's "embedded"
