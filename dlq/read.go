@@ -138,7 +138,7 @@ type Snapshot struct {
 // partition and offset order. It returns ErrNotDLQ when the DLQ topic does
 // not exist, or holds records of which none has kretry's headers.
 func (c *Client) Read(ctx context.Context) (*Snapshot, error) {
-	marks, open, err := c.readMarks(ctx)
+	marks, lso, err := c.readMarks(ctx)
 	if errors.Is(err, errNoTopic) {
 		marks, err = nil, nil // nothing was ever redriven or discarded
 	}
@@ -146,10 +146,23 @@ func (c *Client) Read(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap, err := c.readDLQ(ctx, marks)
-	if snap != nil {
-		snap.MarksOpenFrom = open
+	if snap != nil && marks != nil {
+		snap.MarksOpenFrom = c.marksOpenFrom(ctx, lso)
 	}
 	return snap, err
+}
+
+// marksOpenFrom is lso, the marks topic's last stable offset as read, when
+// its high watermark is past it (a transaction is open; see
+// Snapshot.MarksOpenFrom), and -1 otherwise or when it cannot tell.
+func (c *Client) marksOpenFrom(ctx context.Context, lso int64) int64 {
+	topic := MarksTopic(c.t.DLQ)
+	if hwms, err := c.adm.ListEndOffsets(ctx, topic); err == nil {
+		if h, ok := hwms.Lookup(topic, 0); ok && h.Err == nil && lso < h.Offset {
+			return lso
+		}
+	}
+	return -1
 }
 
 func (c *Client) readDLQ(ctx context.Context, marks map[string]Mark) (*Snapshot, error) {
@@ -206,13 +219,11 @@ func (c *Client) entry(r *kgo.Record) *Entry {
 }
 
 // readMarks reads the marks topic (read_committed), latest mark per key,
-// and returns its last stable offset if a transaction held it below the
-// high watermark (-1 otherwise; see Snapshot.MarksOpenFrom). A missing
-// marks topic is errNoTopic.
+// and returns the last stable offset it read to. A missing marks topic is
+// errNoTopic.
 func (c *Client) readMarks(ctx context.Context) (map[string]Mark, int64, error) {
-	marks, open := map[string]Mark{}, int64(-1)
-	topic := MarksTopic(c.t.DLQ)
-	lsos, _, err := c.readTopic(ctx, topic, true, func(r *kgo.Record) {
+	marks := map[string]Mark{}
+	lsos, _, err := c.readTopic(ctx, MarksTopic(c.t.DLQ), true, func(r *kgo.Record) {
 		if _, _, ok := parseMarkKey(string(r.Key)); !ok {
 			return // the lease, or not ours
 		}
@@ -221,15 +232,7 @@ func (c *Client) readMarks(ctx context.Context) (map[string]Mark, int64, error) 
 			marks[string(r.Key)] = m
 		}
 	})
-	if err != nil {
-		return marks, open, err
-	}
-	if hwms, herr := c.adm.ListEndOffsets(ctx, topic); herr == nil {
-		if h, ok := hwms.Lookup(topic, 0); ok && h.Err == nil && lsos[0] < h.Offset {
-			open = lsos[0]
-		}
-	}
-	return marks, open, nil
+	return marks, lsos[0], err
 }
 
 var errNoTopic = errors.New("topic does not exist")
